@@ -1,0 +1,211 @@
+//! Accessors and `Debug` for the bindgen structures, whose anonymous unions are awkward to
+//! reach (`ev.__bindgen_anon_1.raw_u64`).
+
+use core::fmt;
+
+use crate::{kevent_id, kevent_ring, ukevent};
+
+impl kevent_id {
+    /// An id from its 64-bit value (`raw_u64`).
+    pub const fn from_u64(v: u64) -> kevent_id {
+        let mut id = kevent_id {
+            __bindgen_anon_1: crate::kevent_id__bindgen_ty_1 { raw_u64: 0 },
+        };
+        id.__bindgen_anon_1.raw_u64 = v;
+        id
+    }
+
+    /// An id from its two 32-bit words (`raw[0]`, `raw[1]`).
+    pub const fn from_raw(raw: [u32; 2]) -> kevent_id {
+        kevent_id {
+            __bindgen_anon_1: crate::kevent_id__bindgen_ty_1 { raw },
+        }
+    }
+
+    /// `raw_u64`.
+    pub const fn as_u64(&self) -> u64 {
+        // SAFETY: both union members are plain integers covering the same 8 bytes, so every
+        // bit pattern is a valid `u64`.
+        unsafe { self.__bindgen_anon_1.raw_u64 }
+    }
+
+    /// `raw[0]` and `raw[1]`.
+    pub const fn raw(&self) -> [u32; 2] {
+        // SAFETY: as in `as_u64`: every bit pattern is a valid `[u32; 2]`.
+        unsafe { self.__bindgen_anon_1.raw }
+    }
+}
+
+impl ukevent {
+    /// A zeroed ukevent of `type_` watching `id` for `event`, with `req_flags`.
+    pub const fn new(type_: u32, id: kevent_id, event: u32, req_flags: u32) -> ukevent {
+        ukevent {
+            id,
+            type_,
+            event,
+            req_flags,
+            ret_flags: 0,
+            ret_data: [0; 2],
+            __bindgen_anon_1: crate::ukevent__bindgen_ty_1 { user: [0; 2] },
+        }
+    }
+
+    /// The caller cookie as one 64-bit value (`user[0]` is the low word on little-endian).
+    pub const fn cookie(&self) -> u64 {
+        // SAFETY: the union's members (`user: [u32; 2]`, `ptr`) cover the same 8 bytes on
+        // 64-bit targets; reading them as `[u32; 2]` is valid for every bit pattern.
+        let user = unsafe { self.__bindgen_anon_1.user };
+        (user[0] as u64) | ((user[1] as u64) << 32)
+    }
+
+    /// Sets the caller cookie from one 64-bit value.
+    pub const fn set_cookie(&mut self, cookie: u64) {
+        self.__bindgen_anon_1.user = [cookie as u32, (cookie >> 32) as u32];
+    }
+
+    /// `user[0]` and `user[1]`.
+    pub const fn user(&self) -> [u32; 2] {
+        // SAFETY: see `cookie`.
+        unsafe { self.__bindgen_anon_1.user }
+    }
+}
+
+/// Writes `names` of the bits set in `bits`, `A|B|0x40` style.
+fn flag_names(f: &mut fmt::Formatter<'_>, bits: u32, names: &[(u32, &str)]) -> fmt::Result {
+    if bits == 0 {
+        return f.write_str("0");
+    }
+    let mut rest = bits;
+    let mut first = true;
+    for &(bit, name) in names {
+        if bits & bit != 0 {
+            if !first {
+                f.write_str("|")?;
+            }
+            f.write_str(name)?;
+            first = false;
+            rest &= !bit;
+        }
+    }
+    if rest != 0 {
+        if !first {
+            f.write_str("|")?;
+        }
+        write!(f, "{rest:#x}")?;
+    }
+    Ok(())
+}
+
+/// The name of a `KEVENT_*` type constant.
+pub fn type_name(type_: u32) -> Option<&'static str> {
+    Some(match type_ {
+        crate::KEVENT_SOCKET => "SOCKET",
+        crate::KEVENT_INODE => "INODE",
+        crate::KEVENT_TIMER => "TIMER",
+        crate::KEVENT_POLL => "POLL",
+        crate::KEVENT_NAIO => "NAIO",
+        crate::KEVENT_AIO => "AIO",
+        crate::KEVENT_PIPE => "PIPE",
+        crate::KEVENT_SIGNAL => "SIGNAL",
+        crate::KEVENT_POSIX_TIMER => "POSIX_TIMER",
+        crate::KEVENT_UNOTIFY => "UNOTIFY",
+        _ => return None,
+    })
+}
+
+struct Flags<'a>(u32, &'a [(u32, &'a str)]);
+
+impl fmt::Debug for Flags<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        flag_names(f, self.0, self.1)
+    }
+}
+
+struct TypeName(u32);
+
+impl fmt::Debug for TypeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match type_name(self.0) {
+            Some(n) => f.write_str(n),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
+
+const REQ_NAMES: &[(u32, &str)] = &[
+    (crate::KEVENT_REQ_ONESHOT, "ONESHOT"),
+    (crate::KEVENT_REQ_WAKEUP_ALL, "WAKEUP_ALL"),
+    (crate::KEVENT_REQ_ET, "ET"),
+    (crate::KEVENT_REQ_LAST_CHECK, "LAST_CHECK"),
+    (crate::KEVENT_REQ_ALWAYS_QUEUE, "ALWAYS_QUEUE"),
+    (crate::KEVENT_REQ_READY, "READY"),
+];
+
+const RET_NAMES: &[(u32, &str)] = &[
+    (crate::KEVENT_RET_BROKEN, "BROKEN"),
+    (crate::KEVENT_RET_DONE, "DONE"),
+    (crate::KEVENT_RET_COPY_FAILED, "COPY_FAILED"),
+];
+
+impl fmt::Debug for kevent_id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [a, b] = self.raw();
+        f.debug_struct("kevent_id")
+            .field("raw", &[a, b])
+            .finish()
+    }
+}
+
+impl fmt::Debug for ukevent {
+    /// Decodes the type and the request and return flags by name (`ONESHOT|ET`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ukevent")
+            .field("id", &self.id.raw())
+            .field("type", &TypeName(self.type_))
+            .field("event", &format_args!("{:#x}", self.event))
+            .field("req_flags", &Flags(self.req_flags, REQ_NAMES))
+            .field("ret_flags", &Flags(self.ret_flags, RET_NAMES))
+            .field("ret_data", &self.ret_data)
+            .field("cookie", &format_args!("{:#x}", self.cookie()))
+            .finish()
+    }
+}
+
+impl fmt::Debug for kevent_ring {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("kevent_ring")
+            .field("ring_kidx", &self.ring_kidx)
+            .field("ring_over", &self.ring_over)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_decodes_flags_by_name() {
+        let mut ev = ukevent::new(
+            crate::KEVENT_SOCKET,
+            kevent_id::from_raw([5, 0]),
+            crate::KEVENT_SOCKET_RECV,
+            crate::KEVENT_REQ_ONESHOT | crate::KEVENT_REQ_ET | 0x400,
+        );
+        ev.ret_flags = crate::KEVENT_RET_DONE;
+        ev.set_cookie(0x1234_5678_9abc_def0);
+        let s = format!("{ev:?}");
+        assert!(s.contains("type: SOCKET"), "{s}");
+        assert!(s.contains("ONESHOT|ET|0x400"), "{s}");
+        assert!(s.contains("ret_flags: DONE"), "{s}");
+        assert_eq!(ev.cookie(), 0x1234_5678_9abc_def0);
+        assert_eq!(ev.user(), [0x9abc_def0, 0x1234_5678]);
+    }
+
+    #[test]
+    fn id_words_and_u64_agree() {
+        let id = kevent_id::from_raw([1, 2]);
+        assert_eq!(id.as_u64(), 1 | (2 << 32));
+        assert_eq!(kevent_id::from_u64(id.as_u64()).raw(), [1, 2]);
+    }
+}

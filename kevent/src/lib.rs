@@ -1,0 +1,1 @@
+//! Safe Rust API for kevent queues (work in progress).

@@ -1,0 +1,1 @@
+//! libkevent: the kevent ABI as a C library (work in progress).
