@@ -60,9 +60,18 @@ fn main() {
         println!("cargo:rustc-env=KEVENT_BINDINGS_SOURCE=bundled include/linux/ukevent.h");
         return;
     };
-    println!("cargo:rerun-if-changed={}", dir.join("linux/ukevent.h").display());
-    println!("cargo:rerun-if-changed={}", dir.join("asm/unistd_64.h").display());
-    println!("cargo:rerun-if-changed={}", dir.join("asm/unistd.h").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        dir.join("linux/ukevent.h").display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        dir.join("asm/unistd_64.h").display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        dir.join("asm/unistd.h").display()
+    );
     let text = match bindgen_config::generate(&dir, true) {
         Ok(text) => text,
         Err(e) => panic!(

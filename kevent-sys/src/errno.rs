@@ -41,9 +41,9 @@ macro_rules! errno_consts {
 }
 
 errno_consts!(
-    EPERM, ENOENT, ESRCH, EINTR, EIO, EBADF, EAGAIN, ENOMEM, EACCES, EFAULT, EBUSY, EEXIST,
-    ENODEV, ENOTDIR, EINVAL, ENFILE, EMFILE, ENOSPC, ESPIPE, EPIPE, ERANGE, ENOSYS, ENOTSOCK,
-    EOPNOTSUPP, EOVERFLOW, ETIMEDOUT, ECONNRESET, ENOTCONN,
+    EPERM, ENOENT, ESRCH, EINTR, EIO, EBADF, EAGAIN, ENOMEM, EACCES, EFAULT, EBUSY, EEXIST, ENODEV,
+    ENOTDIR, EINVAL, ENFILE, EMFILE, ENOSPC, ESPIPE, EPIPE, ERANGE, ENOSYS, ENOTSOCK, EOPNOTSUPP,
+    EOVERFLOW, ETIMEDOUT, ECONNRESET, ENOTCONN,
 );
 
 impl Errno {
@@ -65,12 +65,20 @@ impl Errno {
     /// Reads back a value written by [`Errno::negated`]; `None` if it is not `-errno`.
     pub const fn from_negated(value: u32) -> Option<Errno> {
         let v = value as i32;
-        if v < 0 && v >= -4095 { Some(Errno(-v)) } else { None }
+        if v < 0 && v >= -4095 {
+            Some(Errno(-v))
+        } else {
+            None
+        }
     }
 
     /// Decodes a raw syscall return value: `-4095..=-1` is `Err(errno)`, anything else `Ok`.
     pub const fn from_syscall_ret(ret: i64) -> Result<i64, Errno> {
-        if ret < 0 && ret >= -4095 { Err(Errno(-ret as i32)) } else { Ok(ret) }
+        if ret < 0 && ret >= -4095 {
+            Err(Errno(-ret as i32))
+        } else {
+            Ok(ret)
+        }
     }
 
     /// The calling thread's `errno` after a libc call reported failure; `EIO` if it is unset.

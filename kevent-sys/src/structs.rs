@@ -36,6 +36,13 @@ impl kevent_id {
     }
 }
 
+// SAFETY: `ukevent` is plain data; its only pointer is the caller's opaque cookie (`ptr`),
+// which no crate of this project dereferences: it is stored and handed back untouched, so
+// moving or sharing a ukevent between threads cannot create a data race through it.
+unsafe impl Send for ukevent {}
+// SAFETY: as for `Send`: shared references only read integers and the untouched cookie.
+unsafe impl Sync for ukevent {}
+
 impl ukevent {
     /// A zeroed ukevent of `type_` watching `id` for `event`, with `req_flags`.
     pub const fn new(type_: u32, id: kevent_id, event: u32, req_flags: u32) -> ukevent {
@@ -150,9 +157,7 @@ const RET_NAMES: &[(u32, &str)] = &[
 impl fmt::Debug for kevent_id {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let [a, b] = self.raw();
-        f.debug_struct("kevent_id")
-            .field("raw", &[a, b])
-            .finish()
+        f.debug_struct("kevent_id").field("raw", &[a, b]).finish()
     }
 }
 
