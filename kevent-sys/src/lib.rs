@@ -11,8 +11,10 @@
 //! No other crate re-declares an ABI structure or constant: they all come from here.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod detect;
 mod errno;
 mod structs;
+pub mod syscall;
 
 pub use structs::type_name;
 

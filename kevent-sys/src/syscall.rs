@@ -1,0 +1,261 @@
+//! The five raw syscalls of a kevent kernel (spec section 3), through a [`SyscallTable`].
+//!
+//! These are thin `unsafe` wrappers over `libc::syscall`: they decode the `-1`/`errno` result
+//! into [`Errno`] and do nothing else. They never pick a syscall number themselves; the caller
+//! passes the table that [`crate::detect`] proved (spec section 6) or, for a historic kernel the
+//! user vouched for with `KEVENT_BACKEND=native`, [`SyscallTable::from_header`]. Calling them
+//! with numbers of a kernel that did not advertise kevent runs whatever syscall owns that number
+//! (x86_64 280, the historic `kevent_get_events`, is `utimensat` today).
+//!
+//! # The timeout is passed by pointer
+//!
+//! The original patch declared `kevent_get_events(int fd, unsigned int min_nr, unsigned int
+//! max_nr, struct timespec timeout, struct ukevent *buf, unsigned int flags)`: `timeout` by
+//! value. x86_64 passes syscall arguments in six registers; a by-value `timespec` takes two, so
+//! `kevent_get_events` needed seven and its last argument, `flags`, was silently lost (the bug
+//! that spec decision **D5** names). This project's kernel port therefore takes the timeout of
+//! `kevent_get_events` and `kevent_wait` as a `const struct timespec *`, and so do these
+//! wrappers. Only the syscall boundary differs: the C library's prototypes keep the by-value
+//! signature of spec section 3.
+//!
+//! # Arguments
+//!
+//! Every integer argument is widened to `c_long` explicitly before it is passed to the variadic
+//! `syscall(2)`: `u32` values are zero-extended and file descriptors sign-extended, so the
+//! upper half of each argument register is defined.
+
+use std::os::fd::RawFd;
+
+use libc::c_long;
+
+use crate::{Errno, kevent_ring, ukevent};
+
+/// The syscall numbers of the five kevent calls on the running kernel.
+///
+/// The numbers come from the kernel's own advertisement (`/sys/kernel/kevent/syscalls`, read by
+/// [`crate::detect`]) or, for a historic kernel selected explicitly, from the patched headers
+/// the build found ([`SyscallTable::from_header`]). They are never written as literals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyscallTable {
+    /// `__NR_kevent_init`.
+    pub init: c_long,
+    /// `__NR_kevent_ctl`.
+    pub ctl: c_long,
+    /// `__NR_kevent_get_events`.
+    pub get_events: c_long,
+    /// `__NR_kevent_wait`.
+    pub wait: c_long,
+    /// `__NR_kevent_commit`.
+    pub commit: c_long,
+}
+
+impl SyscallTable {
+    /// Numbers found by bindgen in a patched kernel's headers (cfg `kevent_header_syscalls`),
+    /// else `None`.
+    ///
+    /// These numbers describe the kernel the program was *built* against, not necessarily the
+    /// one it runs on. Detection uses them only with `KEVENT_BACKEND=native` on a kernel that
+    /// does not advertise itself (spec section 6); `auto` never does.
+    pub const fn from_header() -> Option<SyscallTable> {
+        #[cfg(kevent_header_syscalls)]
+        {
+            Some(SyscallTable {
+                init: crate::__NR_kevent_init as c_long,
+                ctl: crate::__NR_kevent_ctl as c_long,
+                get_events: crate::__NR_kevent_get_events as c_long,
+                wait: crate::__NR_kevent_wait as c_long,
+                commit: crate::__NR_kevent_commit as c_long,
+            })
+        }
+        #[cfg(not(kevent_header_syscalls))]
+        {
+            None
+        }
+    }
+}
+
+/// Turns the `-1`/`errno` convention of `syscall(2)` into a `Result`.
+fn decode(ret: c_long) -> Result<c_long, Errno> {
+    if ret == -1 {
+        Err(Errno::last())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// `kevent_init(ring, num, flags)`—Creates a queue and returns its fd (close-on-exec).
+///
+/// `ring == NULL && num == 0` creates a queue without a ring; otherwise `ring` must be non-null
+/// and `num >= 2` (`EINVAL`). No `flags` are defined (D1: unknown bits give `EINVAL`).
+///
+/// The caller owns the returned fd and must close it.
+///
+/// # Safety
+///
+/// * `t` holds the numbers of the running kernel's kevent syscalls: it comes from
+///   [`crate::detect`], or from [`SyscallTable::from_header`] on a kernel known to carry the
+///   same patch. Any other number runs an unrelated syscall with these arguments.
+/// * `ring` is null with `num == 0`, or points to `crate::ring_bytes(num)` bytes, aligned for
+///   [`kevent_ring`], valid for reads and writes until the returned fd and every duplicate of it
+///   are closed. The kernel writes `ring_kidx`, `ring_over` and the entries from this call on
+///   and during later calls on the queue, so that memory must not be freed, moved, or covered
+///   by a Rust `&`/`&mut` reference while the queue is open.
+pub unsafe fn kevent_init(
+    t: &SyscallTable,
+    ring: *mut kevent_ring,
+    num: u32,
+    flags: u32,
+) -> Result<RawFd, Errno> {
+    // SAFETY: `t.init` is the kernel's kevent_init (caller contract). The kernel reads and
+    // writes `ring` (null, or `ring_bytes(num)` bytes the caller keeps alive for the queue's
+    // lifetime); no other user memory is touched.
+    let ret = unsafe { libc::syscall(t.init, ring, num as c_long, flags as c_long) };
+    decode(ret).map(|fd| fd as RawFd)
+}
+
+/// `kevent_ctl(fd, cmd, num, arg)`—Adds, removes, modifies or marks ready `num` kevents.
+///
+/// Returns, for `KEVENT_CTL_ADD`, how many entries were written back to the start of `arg`
+/// (ready at once or failed); for `KEVENT_CTL_READY`, the number marked (spec section 3).
+///
+/// # Safety
+///
+/// * `t` holds the running kernel's kevent syscall numbers (see [`kevent_init`]).
+/// * `arg` is null with `num == 0` (a null `arg` with `num > 0` gives `EFAULT`), or points to
+///   `num` initialized [`ukevent`]s valid for reads and writes for the duration of the call;
+///   the kernel rewrites entries in place.
+/// * If `fd` is a queue with a ring, the ring contract of [`kevent_init`] still holds.
+pub unsafe fn kevent_ctl(
+    t: &SyscallTable,
+    fd: RawFd,
+    cmd: u32,
+    num: u32,
+    arg: *mut ukevent,
+) -> Result<u32, Errno> {
+    // SAFETY: `t.ctl` is the kernel's kevent_ctl (caller contract). The kernel reads and writes
+    // `num` ukevents at `arg`, which the caller keeps valid for this call, and no other user
+    // memory except the queue's ring (kept alive per the kevent_init contract).
+    let ret = unsafe { libc::syscall(t.ctl, fd as c_long, cmd as c_long, num as c_long, arg) };
+    decode(ret).map(|n| n as u32)
+}
+
+/// `kevent_get_events(fd, min_nr, max_nr, timeout, buf, flags)`—Waits for ready kevents and
+/// copies up to `max_nr` of them into `buf`.
+///
+/// Waits until at least `max(min_nr, 1)` kevents are ready (D4), `timeout` passes (relative on
+/// CLOCK_MONOTONIC, or absolute CLOCK_REALTIME with `KEVENT_FLAGS_ABSTIME`, D5) or a
+/// `READY(0)` wake-up comes, and returns how many events it copied (0 on timeout). The timeout
+/// travels by pointer (see the module docs).
+///
+/// # Safety
+///
+/// * `t` holds the running kernel's kevent syscall numbers (see [`kevent_init`]).
+/// * `buf` points to `max_nr` [`ukevent`]s valid for writes for the duration of the call
+///   (null only with `max_nr == 0`).
+/// * If `fd` is a queue with a ring, the ring contract of [`kevent_init`] still holds: this call
+///   writes ring entries and `ring_kidx`.
+pub unsafe fn kevent_get_events(
+    t: &SyscallTable,
+    fd: RawFd,
+    min_nr: u32,
+    max_nr: u32,
+    timeout: &libc::timespec,
+    buf: *mut ukevent,
+    flags: u32,
+) -> Result<u32, Errno> {
+    let timeout: *const libc::timespec = timeout;
+    // SAFETY: `t.get_events` is the kernel's kevent_get_events (caller contract). The kernel
+    // reads `*timeout` (borrowed for this call), writes up to `max_nr` ukevents to `buf` (valid
+    // for the call per the caller contract) and may write the queue's ring (kevent_init
+    // contract); nothing else.
+    let ret = unsafe {
+        libc::syscall(
+            t.get_events,
+            fd as c_long,
+            min_nr as c_long,
+            max_nr as c_long,
+            timeout,
+            buf,
+            flags as c_long,
+        )
+    };
+    decode(ret).map(|n| n as u32)
+}
+
+/// `kevent_wait(fd, num, old_uidx, timeout, flags)`—Waits, then moves up to `num` ready
+/// kevents into the queue's ring.
+///
+/// Returns 0 at once if `old_uidx` is not the queue's consumer index; otherwise the number of
+/// events moved into free ring slots starting at `ring_kidx` (spec section 3, D12). The timeout
+/// travels by pointer (see the module docs).
+///
+/// # Safety
+///
+/// * `t` holds the running kernel's kevent syscall numbers (see [`kevent_init`]).
+/// * The ring contract of [`kevent_init`] holds: this call writes ring entries and `ring_kidx`.
+pub unsafe fn kevent_wait(
+    t: &SyscallTable,
+    fd: RawFd,
+    num: u32,
+    old_uidx: u32,
+    timeout: &libc::timespec,
+    flags: u32,
+) -> Result<u32, Errno> {
+    let timeout: *const libc::timespec = timeout;
+    // SAFETY: `t.wait` is the kernel's kevent_wait (caller contract). The kernel reads
+    // `*timeout` (borrowed for this call) and writes only the queue's ring, which the caller
+    // keeps alive and unaliased per the kevent_init contract.
+    let ret = unsafe {
+        libc::syscall(
+            t.wait,
+            fd as c_long,
+            num as c_long,
+            old_uidx as c_long,
+            timeout,
+            flags as c_long,
+        )
+    };
+    decode(ret).map(|n| n as u32)
+}
+
+/// `kevent_commit(fd, new_uidx, over)`—Releases ring slots up to `new_uidx`.
+///
+/// Returns how many slots were released; 0 for a stale commit (D13). `over` is the `ring_over`
+/// the committer read before it consumed (`EOVERFLOW` if it fell a whole ring behind).
+///
+/// # Safety
+///
+/// * `t` holds the running kernel's kevent syscall numbers (see [`kevent_init`]).
+/// * The ring contract of [`kevent_init`] holds: this call may write `ring_over`.
+pub unsafe fn kevent_commit(
+    t: &SyscallTable,
+    fd: RawFd,
+    new_uidx: u32,
+    over: u32,
+) -> Result<u32, Errno> {
+    // SAFETY: `t.commit` is the kernel's kevent_commit (caller contract). The only user memory
+    // it writes is the queue's `ring_over`, kept alive per the kevent_init contract.
+    let ret = unsafe { libc::syscall(t.commit, fd as c_long, new_uidx as c_long, over as c_long) };
+    decode(ret).map(|n| n as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without a patched header in this build there are no header numbers; with one, the
+    /// numbers are the header's (checked end to end by `tests/bindgen_path.rs`).
+    #[test]
+    fn s6_from_header_matches_build_cfg() {
+        let t = SyscallTable::from_header();
+        assert_eq!(t.is_some(), cfg!(kevent_header_syscalls), "{t:?}");
+    }
+
+    #[test]
+    fn decode_maps_minus_one_to_errno() {
+        assert_eq!(decode(5), Ok(5));
+        // SAFETY: `close(-1)` touches no memory and fails with EBADF, setting errno.
+        let r = unsafe { libc::close(-1) };
+        assert_eq!(decode(r as c_long), Err(Errno::EBADF));
+    }
+}
