@@ -1,31 +1,145 @@
-//! The kevent ABI v1 as a userspace engine over epoll, timerfd, signalfd, eventfd and inotify.
+//! The kevent ABI v1 as a userspace engine over epoll, timerfd, eventfd, inotify and a
+//! process-wide signal handler: the same calls, the same `ukevent`s, the same rules as a
+//! kevent kernel, on any stock Linux kernel.
 //!
-//! (Being built: the public signatures below are fixed; the bodies arrive with issue 3.)
-#![deny(unsafe_op_in_unsafe_fn)]
+//! The five calls take the ABI types of [`kevent_sys`] and return `Result<_, Errno>` (the C
+//! library turns that into `-1` and `errno`; the safe `kevent` crate into typed errors).
+//! Per-entry failures of `kevent_ctl` are data (`RET_BROKEN` entries), never an `Err`.
+//!
+//! # How each type is built
+//!
+//! | type | Linux mechanism | cost |
+//! |---|---|---|
+//! | SOCKET, PIPE, POLL | the queue fd is an epoll; level kevents are level-triggered epoll items | one epoll item; a wait costs what `epoll_wait` costs |
+//! | TIMER, POSIX_TIMER | one timerfd per queue, armed for the earliest deadline of a 4-ary heap | O(log n) per add/expiry, no kernel object per timer |
+//! | SIGNAL | a `sigaction` handler per watched signal + one shared eventfd doorbell | see the caveats |
+//! | INODE | one inotify fd per queue | one watch per directory |
+//! | UNOTIFY | the queue's wake eventfd | memory only |
+//!
+//! # Caveats
+//!
+//! * **Signals** are caught by a process-wide handler installed when the first SIGNAL kevent
+//!   for that signal is added (signalfd would only see signals that *every* thread blocks).
+//!   A handler the program installs *afterwards* replaces it.
+//! * **Closing a watched fd** without REMOVE (**D10**): epoll drops the registration when the
+//!   file's last descriptor closes, so nothing is reported for it or for a new file that
+//!   reuses the number; a later ADD of the same key reports the old kevent once as
+//!   `BROKEN|DONE` with `-EBADF`. If another descriptor (a `dup`, a child process) keeps the
+//!   old file open, epoll keeps it registered and the old file's readiness is still reported
+//!   under the old id until the next `kevent_ctl` on that key; the safe `kevent` API rules
+//!   this out by borrowing the fd for the registration's lifetime.
+//! * **One fd-type kevent per fd**: epoll registers a file once per epoll, so watching the
+//!   same fd as, say, SOCKET and POLL in one queue gives the second ADD `-EEXIST`.
+//! * **Closing the queue fd while threads wait** makes them return `EBADF` within
+//!   [`SLICE`](queue::SLICE_NS) (a quarter second).
+//! * **fork** (**D11**): the child's copies of queue fds answer `EBADF`; signal routing is
+//!   reset to the original dispositions in the child.
+#![deny(unsafe_code)]
 
-use std::os::fd::RawFd;
+mod fdtable;
+mod kevent;
+pub mod posix_timer;
+mod queue;
+mod registry;
+mod ring;
+mod rules;
+#[doc(hidden)]
+pub mod signal;
+mod source;
+mod sys;
+#[doc(hidden)]
+pub mod timer;
+mod token;
+
+use std::hash::BuildHasher;
+use std::os::fd::{IntoRawFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::Arc;
 
 use kevent_sys::{Errno, kevent_ring, ukevent};
 
-/// `kevent_init(ring, num, flags)`: creates a queue and returns its fd (close-on-exec).
+use crate::queue::Queue;
+use crate::ring::Ring;
+
+/// A per-queue random value, so that tokens of different queues do not look alike.
+fn nonce() -> u32 {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::collections::hash_map::RandomState::new().hash_one(n) as u32
+}
+
+/// Runs `f` on the queue behind `fd`; a queue found closed or reused is released.
+fn with_queue<R>(fd: RawFd, f: impl FnOnce(&Queue) -> Result<R, Errno>) -> Result<R, Errno> {
+    let q = fdtable::lookup(fd)?;
+    let r = f(&q);
+    if r.is_err() && q.is_gone() {
+        fdtable::forget(fd, &q);
+        q.shut_down();
+    }
+    r
+}
+
+/// `kevent_init(ring, num, flags)`—Creates a queue and returns its fd (close-on-exec).
+///
+/// `ring == NULL && num == 0`: no ring. Otherwise `ring` must be non-null and 8-aligned and
+/// `num >= 2`. No flags are defined (**D1**).
+///
+/// # Errors
+///
+/// `EINVAL` for a ring/num mismatch, a misaligned ring, or any flag; the errors of
+/// `epoll_create1`/`eventfd` (`EMFILE`, `ENFILE`, `ENOMEM`).
 ///
 /// # Safety
 ///
 /// When `ring` is non-null it must point to `8 + num * 40` bytes that stay valid and are not
 /// freed until the queue fd is closed; the engine writes entries and `ring_kidx`/`ring_over`
-/// there while the queue lives.
+/// there while the queue lives (and never reads them back).
+#[allow(unsafe_code)]
 pub unsafe fn kevent_init(ring: *mut kevent_ring, num: u32, flags: u32) -> Result<RawFd, Errno> {
-    let _ = (ring, num, flags);
-    Err(Errno::ENOSYS)
+    if flags != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let ring = match NonNull::new(ring) {
+        None if num == 0 => None,
+        None => return Err(Errno::EINVAL),
+        Some(_) if num < 2 => return Err(Errno::EINVAL),
+        Some(p) if (p.as_ptr() as usize) % 8 != 0 => return Err(Errno::EINVAL),
+        Some(_) if kevent_sys::ring_bytes(num).is_none_or(|b| b > isize::MAX as usize) => {
+            return Err(Errno::EINVAL);
+        }
+        // SAFETY: the caller guarantees `8 + num * 40` valid bytes until the fd is closed,
+        // and the queue (which owns the Ring) is released no earlier than that.
+        Some(p) => Some(unsafe { Ring::new(p, num) }),
+    };
+    let (q, ep) = Queue::create(ring, fdtable::epoch(), nonce())?;
+    let fd = ep.into_raw_fd();
+    fdtable::insert(Arc::new(q));
+    Ok(fd)
 }
 
-/// `kevent_ctl(fd, cmd, events.len(), events)`.
+/// `kevent_ctl(fd, cmd, events.len(), events)`—ADD, REMOVE, MODIFY or READY.
+///
+/// Returns what spec section 3 says per command: ADD, the number of entries written back to
+/// the start of `events` (ready at once, or failed with `RET_BROKEN`); REMOVE/MODIFY, the
+/// number of entries (each written back in place); READY, the number marked (the entries not
+/// found are copied to the start); READY with no entries wakes every waiter.
+///
+/// # Errors
+///
+/// `EBADF` (closed or negative fd), `EINVAL` (not a queue, unknown `cmd`).
 pub fn kevent_ctl(fd: RawFd, cmd: u32, events: &mut [ukevent]) -> Result<u32, Errno> {
-    let _ = (fd, cmd, events);
-    Err(Errno::ENOSYS)
+    with_queue(fd, |q| q.ctl(cmd, events))
 }
 
-/// `kevent_get_events(fd, min_nr, buf.len(), timeout, buf, flags)`.
+/// `kevent_get_events(fd, min_nr, buf.len(), timeout, buf, flags)`—Waits for at least
+/// `max(min_nr, 1)` ready kevents (**D4**), the timeout, or a wake-up, and copies up to
+/// `buf.len()` of them into `buf`; also into the ring, if the queue has one (an event that
+/// finds the ring full carries `RET_COPY_FAILED`).
+///
+/// # Errors
+///
+/// `EBADF`, `EINVAL` (not a queue; empty `buf`; `min_nr > buf.len()`; a bad timeout; unknown
+/// flags, **D1**).
 pub fn kevent_get_events(
     fd: RawFd,
     min_nr: u32,
@@ -33,11 +147,15 @@ pub fn kevent_get_events(
     timeout: &libc::timespec,
     flags: u32,
 ) -> Result<u32, Errno> {
-    let _ = (fd, min_nr, buf, timeout, flags);
-    Err(Errno::ENOSYS)
+    with_queue(fd, |q| q.get_events(min_nr, buf, timeout, flags))
 }
 
-/// `kevent_wait(fd, num, old_uidx, timeout, flags)`.
+/// `kevent_wait(fd, num, old_uidx, timeout, flags)`—Moves up to `num` ready kevents into the
+/// ring; returns 0 at once when `old_uidx` is not the consumer index.
+///
+/// # Errors
+///
+/// `EBADF`, `EINVAL` (not a queue, no ring, `num` above the ring size, bad timeout or flags).
 pub fn kevent_wait(
     fd: RawFd,
     num: u32,
@@ -45,52 +163,16 @@ pub fn kevent_wait(
     timeout: &libc::timespec,
     flags: u32,
 ) -> Result<u32, Errno> {
-    let _ = (fd, num, old_uidx, timeout, flags);
-    Err(Errno::ENOSYS)
+    with_queue(fd, |q| q.wait(num, old_uidx, timeout, flags))
 }
 
-/// `kevent_commit(fd, new_uidx, over)`.
+/// `kevent_commit(fd, new_uidx, over)`—Releases ring slots up to `new_uidx` (**D13**);
+/// returns how many (0 for a stale commit).
+///
+/// # Errors
+///
+/// `EBADF`, `EINVAL` (not a queue, no ring, `new_uidx >= n`), `EOVERFLOW` (`over` is neither
+/// `ring_over` nor `ring_over - 1`).
 pub fn kevent_commit(fd: RawFd, new_uidx: u32, over: u32) -> Result<u32, Errno> {
-    let _ = (fd, new_uidx, over);
-    Err(Errno::ENOSYS)
-}
-
-pub mod posix_timer {
-    //! POSIX timers that report to a queue (`SIGEV_KEVENT`), emulated.
-
-    use kevent_sys::Errno;
-
-    /// A fallback POSIX timer id (what `timer_t` carries for the C library).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    pub struct TimerId(pub u32);
-
-    /// `timer_create(clock, sev)` with `sev.sigev_notify == SIGEV_KEVENT` and the queue fd in
-    /// the first int of `_sigev_un`.
-    pub fn timer_create(clock: libc::clockid_t, sev: &libc::sigevent) -> Result<TimerId, Errno> {
-        let _ = (clock, sev);
-        Err(Errno::ENOSYS)
-    }
-
-    /// `timer_settime(id, flags, new, old)`; `flags` accepts `TIMER_ABSTIME`.
-    pub fn timer_settime(
-        id: TimerId,
-        flags: i32,
-        new: &libc::itimerspec,
-        old: Option<&mut libc::itimerspec>,
-    ) -> Result<(), Errno> {
-        let _ = (id, flags, new, old);
-        Err(Errno::ENOSYS)
-    }
-
-    /// `timer_gettime(id)`.
-    pub fn timer_gettime(id: TimerId) -> Result<libc::itimerspec, Errno> {
-        let _ = id;
-        Err(Errno::ENOSYS)
-    }
-
-    /// `timer_delete(id)`.
-    pub fn timer_delete(id: TimerId) -> Result<(), Errno> {
-        let _ = id;
-        Err(Errno::ENOSYS)
-    }
+    with_queue(fd, |q| q.commit(new_uidx, over))
 }

@@ -1,0 +1,154 @@
+//! Queue fd → queue: which fds are this process's kevent queues.
+//!
+//! # Closing and reuse
+//!
+//! A queue fd is an ordinary epoll fd that the caller may `close()` at any time, and the
+//! kernel may hand the number out again. The table cannot see a `close()`; instead:
+//!
+//! * every call reaches the kernel through the queue fd (a wait harvests epoll, `ctl` and
+//!   `commit` check the fd), so a closed number gives `EBADF` and a number that now names some
+//!   other file gives `EINVAL`; the queue is then dropped from the table and its kevents
+//!   released;
+//! * `kevent_init` drops the entry of the number it was just given (the kernel only reuses
+//!   closed numbers) and re-checks a few other entries, so the resources of a queue that was
+//!   closed and never touched again are reclaimed by later inits.
+//!
+//! # fork (**D11**)
+//!
+//! A `pthread_atfork` child handler advances the fork epoch; a queue made in an earlier epoch
+//! answers `EBADF` on every call in the child. The prepare handler takes the table lock so
+//! that no other thread holds it across the fork (the child would otherwise inherit a lock
+//! nobody can release).
+//!
+//! # Safety
+//!
+//! The only unsafe code registers the atfork handlers (`pthread_atfork` with `extern "C"`
+//! functions that live for the whole program).
+#![allow(unsafe_code)]
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Once, RwLock, RwLockWriteGuard};
+
+use kevent_sys::Errno;
+
+use crate::queue::Queue;
+use crate::sys;
+
+type Table = HashMap<RawFd, Arc<Queue>>;
+
+static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(|| RwLock::new(HashMap::new()));
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+static SWEEP: AtomicUsize = AtomicUsize::new(0);
+static ATFORK: Once = Once::new();
+
+/// Entries re-checked per `kevent_init`.
+const SWEEP_PER_INIT: usize = 4;
+
+thread_local! {
+    static FORK_GUARD: RefCell<Option<RwLockWriteGuard<'static, Table>>> =
+        const { RefCell::new(None) };
+}
+
+extern "C" fn before_fork() {
+    let guard = TABLE.write().unwrap_or_else(|p| p.into_inner());
+    FORK_GUARD.with(|g| *g.borrow_mut() = Some(guard));
+}
+
+extern "C" fn after_fork_parent() {
+    FORK_GUARD.with(|g| drop(g.borrow_mut().take()));
+}
+
+extern "C" fn after_fork_child() {
+    EPOCH.fetch_add(1, Ordering::SeqCst);
+    FORK_GUARD.with(|g| drop(g.borrow_mut().take()));
+}
+
+fn install_atfork() {
+    ATFORK.call_once(|| {
+        // SAFETY: the three handlers are plain `extern "C"` fns with 'static lifetime; they
+        // only touch this module's statics and the forking thread's thread-local.
+        unsafe {
+            libc::pthread_atfork(
+                Some(before_fork),
+                Some(after_fork_parent),
+                Some(after_fork_child),
+            );
+        }
+    });
+}
+
+/// The current fork epoch.
+pub(crate) fn epoch() -> u64 {
+    EPOCH.load(Ordering::SeqCst)
+}
+
+fn read() -> std::sync::RwLockReadGuard<'static, Table> {
+    TABLE.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write() -> RwLockWriteGuard<'static, Table> {
+    TABLE.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The queue behind `fd`: `EBADF` for a negative or closed fd and in a forked child (D11),
+/// `EINVAL` for an open fd that is not a queue.
+pub(crate) fn lookup(fd: RawFd) -> Result<Arc<Queue>, Errno> {
+    if fd < 0 {
+        return Err(Errno::EBADF);
+    }
+    if let Some(q) = read().get(&fd) {
+        if q.epoch != epoch() {
+            return Err(Errno::EBADF);
+        }
+        return Ok(Arc::clone(q));
+    }
+    match sys::status_flags(fd) {
+        Ok(_) => Err(Errno::EINVAL),
+        Err(_) => Err(Errno::EBADF),
+    }
+}
+
+/// Records a new queue, dropping any stale entry for its number and re-checking a few
+/// others.
+pub(crate) fn insert(q: Arc<Queue>) {
+    install_atfork();
+    let fd = q.fd();
+    let mut dead: Vec<Arc<Queue>> = Vec::new();
+    {
+        let mut t = write();
+        if let Some(old) = t.insert(fd, q) {
+            dead.push(old);
+        }
+        let n = t.len();
+        if n > 1 {
+            let start = SWEEP.fetch_add(SWEEP_PER_INIT, Ordering::Relaxed) % n;
+            let candidates: Vec<(RawFd, Arc<Queue>)> = t
+                .iter()
+                .skip(start)
+                .take(SWEEP_PER_INIT)
+                .filter(|(k, _)| **k != fd)
+                .map(|(k, v)| (*k, Arc::clone(v)))
+                .collect();
+            for (k, v) in candidates {
+                if v.epoch != epoch() || v.verify().is_err() {
+                    t.remove(&k);
+                    dead.push(v);
+                }
+            }
+        }
+    }
+    for q in dead {
+        q.shut_down();
+    }
+}
+
+/// Drops `q` from the table if it is still the entry for `fd`.
+pub(crate) fn forget(fd: RawFd, q: &Arc<Queue>) {
+    let mut t = write();
+    if t.get(&fd).is_some_and(|cur| Arc::ptr_eq(cur, q)) {
+        t.remove(&fd);
+    }
+}

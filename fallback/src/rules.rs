@@ -1,0 +1,199 @@
+//! The delivery rules of spec section 4, as pure functions over a kevent's state.
+//!
+//! One rule engine for every type: the event sources only say *whether* and *what* a kevent
+//! has to report; these functions decide what ADD does with it, what a delivery writes back,
+//! and whether the kevent stays registered. Unit-tested without any fd.
+
+use kevent_sys::{
+    Errno, KEVENT_INODE, KEVENT_POLL, KEVENT_POSIX_TIMER, KEVENT_REQ_ALWAYS_QUEUE,
+    KEVENT_REQ_ET, KEVENT_REQ_LAST_CHECK, KEVENT_REQ_ONESHOT, KEVENT_REQ_READY,
+    KEVENT_REQ_WAKEUP_ALL, KEVENT_RET_BROKEN, KEVENT_RET_DONE, KEVENT_SIGNAL, KEVENT_TIMER,
+    KEVENT_UNOTIFY, ukevent,
+};
+
+/// Every request flag of spec section 4.
+pub(crate) const KNOWN_REQ_FLAGS: u32 = KEVENT_REQ_ONESHOT
+    | KEVENT_REQ_WAKEUP_ALL
+    | KEVENT_REQ_ET
+    | KEVENT_REQ_LAST_CHECK
+    | KEVENT_REQ_ALWAYS_QUEUE
+    | KEVENT_REQ_READY;
+
+/// How a type's readiness behaves (**D7**).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Readiness {
+    /// A state of an fd (SOCKET, PIPE, POLL): level by default, delivered by every wait while
+    /// it holds.
+    State,
+    /// An occurrence (expiry, delivery, inode entry, READY mark): consumed by the delivery that
+    /// reports it; occurrences before a delivery coalesce into one event (**D8**).
+    Occurrence,
+}
+
+/// The readiness class of a type.
+pub(crate) fn readiness(type_: u32) -> Readiness {
+    match type_ {
+        KEVENT_TIMER | KEVENT_POSIX_TIMER | KEVENT_SIGNAL | KEVENT_INODE | KEVENT_UNOTIFY => {
+            Readiness::Occurrence
+        }
+        _ => Readiness::State,
+    }
+}
+
+/// Request flags as the queue keeps them: POLL kevents always carry LAST_CHECK (spec
+/// section 4).
+pub(crate) fn effective_req_flags(type_: u32, req_flags: u32) -> u32 {
+    if type_ == KEVENT_POLL {
+        req_flags | KEVENT_REQ_LAST_CHECK
+    } else {
+        req_flags
+    }
+}
+
+/// Whether readiness is re-checked just before delivery.
+pub(crate) fn last_check(req_flags: u32) -> bool {
+    req_flags & KEVENT_REQ_LAST_CHECK != 0
+}
+
+/// Whether a notification wakes every waiter.
+pub(crate) fn wakes_all(req_flags: u32) -> bool {
+    req_flags & KEVENT_REQ_WAKEUP_ALL != 0
+}
+
+/// Whether the kevent is edge-triggered.
+pub(crate) fn edge(req_flags: u32) -> bool {
+    req_flags & KEVENT_REQ_ET != 0
+}
+
+/// What ADD does with one entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AddAction {
+    /// Register; it will be delivered when its source reports.
+    Register,
+    /// Register and queue as ready now (REQ_READY, or ready at ADD with ALWAYS_QUEUE).
+    RegisterQueued,
+    /// Ready at once: written back with `RET_DONE`, not registered.
+    ReturnReady,
+}
+
+/// The immediate-return rule of ADD (spec sections 3 and 4).
+pub(crate) fn on_add(req_flags: u32, ready_now: bool) -> AddAction {
+    if req_flags & KEVENT_REQ_READY != 0 {
+        AddAction::RegisterQueued
+    } else if ready_now {
+        if req_flags & KEVENT_REQ_ALWAYS_QUEUE != 0 {
+            AddAction::RegisterQueued
+        } else {
+            AddAction::ReturnReady
+        }
+    } else {
+        AddAction::Register
+    }
+}
+
+/// What a source has to report for one kevent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Report {
+    /// Ready, with the type's `ret_data`.
+    Ready([u32; 2]),
+    /// The source failed: delivered as `RET_BROKEN` with `ret_data[1] = -errno`.
+    Broken(Errno),
+}
+
+/// One delivery: the event to hand out and whether the kevent leaves the registry.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Delivery {
+    pub(crate) event: ukevent,
+    pub(crate) unregister: bool,
+}
+
+/// Builds the delivered event from the registered one and the source's report.
+///
+/// ONESHOT kevents and broken ones leave the registry with the delivery, which says so with
+/// `RET_DONE` (a broken source would otherwise be reported by every wait forever).
+pub(crate) fn deliver(registered: &ukevent, report: Report) -> Delivery {
+    let mut event = *registered;
+    let (mut ret_flags, ret_data) = match report {
+        Report::Ready(data) => (0, data),
+        Report::Broken(e) => (KEVENT_RET_BROKEN, [0, e.negated()]),
+    };
+    let unregister =
+        registered.req_flags & KEVENT_REQ_ONESHOT != 0 || ret_flags & KEVENT_RET_BROKEN != 0;
+    if unregister {
+        ret_flags |= KEVENT_RET_DONE;
+    }
+    event.ret_flags = ret_flags;
+    event.ret_data = ret_data;
+    Delivery { event, unregister }
+}
+
+/// The write-back of a failed entry of `kevent_ctl`: `RET_BROKEN|RET_DONE`, `-errno`.
+pub(crate) fn failed(entry: &mut ukevent, e: Errno) {
+    entry.ret_flags = KEVENT_RET_BROKEN | KEVENT_RET_DONE;
+    entry.ret_data = [0, e.negated()];
+}
+
+/// The write-back of an entry that was ready at ADD: `RET_DONE` and the type's data.
+pub(crate) fn ready_at_add(entry: &mut ukevent, data: [u32; 2]) {
+    entry.ret_flags = KEVENT_RET_DONE;
+    entry.ret_data = data;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kevent_sys::{KEVENT_SOCKET, KEVENT_RET_COPY_FAILED, kevent_id};
+
+    fn ev(type_: u32, req: u32) -> ukevent {
+        ukevent::new(type_, kevent_id::from_u64(3), 1, req)
+    }
+
+    #[test]
+    fn s4_always_queue_registers_a_ready_entry() {
+        assert_eq!(on_add(0, true), AddAction::ReturnReady);
+        assert_eq!(on_add(KEVENT_REQ_ALWAYS_QUEUE, true), AddAction::RegisterQueued);
+        assert_eq!(on_add(KEVENT_REQ_ALWAYS_QUEUE, false), AddAction::Register);
+        assert_eq!(on_add(0, false), AddAction::Register);
+    }
+
+    #[test]
+    fn s4_req_ready_queues_at_add_and_is_not_returned() {
+        assert_eq!(on_add(KEVENT_REQ_READY, false), AddAction::RegisterQueued);
+        assert_eq!(on_add(KEVENT_REQ_READY, true), AddAction::RegisterQueued);
+    }
+
+    #[test]
+    fn s4_oneshot_leaves_registry_with_done() {
+        let d = deliver(&ev(KEVENT_SOCKET, KEVENT_REQ_ONESHOT), Report::Ready([0, 0]));
+        assert!(d.unregister);
+        assert_eq!(d.event.ret_flags, KEVENT_RET_DONE);
+        let d = deliver(&ev(KEVENT_SOCKET, 0), Report::Ready([7, 0]));
+        assert!(!d.unregister);
+        assert_eq!(d.event.ret_flags, 0);
+        assert_eq!(d.event.ret_data, [7, 0]);
+    }
+
+    #[test]
+    fn s4_broken_carries_negated_errno_and_unregisters() {
+        let d = deliver(&ev(KEVENT_SOCKET, 0), Report::Broken(Errno::EBADF));
+        assert!(d.unregister);
+        assert_eq!(d.event.ret_flags, KEVENT_RET_BROKEN | KEVENT_RET_DONE);
+        assert_eq!(Errno::from_negated(d.event.ret_data[1]), Some(Errno::EBADF));
+        assert_eq!(d.event.ret_flags & KEVENT_RET_COPY_FAILED, 0);
+    }
+
+    #[test]
+    fn s4_poll_always_carries_last_check() {
+        assert!(last_check(effective_req_flags(KEVENT_POLL, 0)));
+        assert!(!last_check(effective_req_flags(KEVENT_SOCKET, 0)));
+    }
+
+    #[test]
+    fn d7_state_types_are_level_and_occurrences_are_consumed() {
+        assert_eq!(readiness(KEVENT_SOCKET), Readiness::State);
+        assert_eq!(readiness(KEVENT_POLL), Readiness::State);
+        assert_eq!(readiness(KEVENT_TIMER), Readiness::Occurrence);
+        assert_eq!(readiness(KEVENT_UNOTIFY), Readiness::Occurrence);
+        assert_eq!(readiness(KEVENT_SIGNAL), Readiness::Occurrence);
+    }
+}

@@ -1,0 +1,274 @@
+//! The engine's system calls: epoll, eventfd, timerfd, inotify and the fd checks.
+//!
+//! Each wrapper is a small safe fn returning `Result<_, Errno>` (mio's `syscall!` shape); the
+//! only pointers handed to the kernel are references or slices that live across the call.
+//! Signal-specific calls live in `signal::dispatch`, whose handler needs them in signal
+//! context.
+//!
+//! # Safety
+//!
+//! Every `unsafe` block below is a libc call whose pointer arguments are derived from Rust
+//! references or slices valid for the duration of the call, and whose fd arguments are plain
+//! integers (the kernel validates them; a wrong fd yields an error, never memory unsafety).
+#![allow(unsafe_code)]
+
+use std::mem::MaybeUninit;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+use kevent_sys::Errno;
+
+/// Turns libc's `-1` sentinel into `Err(errno)`.
+fn check(ret: libc::c_int) -> Result<libc::c_int, Errno> {
+    if ret < 0 { Err(Errno::last()) } else { Ok(ret) }
+}
+
+/// Adopts a freshly created fd.
+fn owned(fd: libc::c_int) -> Result<OwnedFd, Errno> {
+    let fd = check(fd)?;
+    // SAFETY: `fd` was just returned by a creating syscall (epoll_create1, eventfd,
+    // timerfd_create, inotify_init1): it is open and nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `epoll_create1(EPOLL_CLOEXEC)`.
+pub(crate) fn epoll_create() -> Result<OwnedFd, Errno> {
+    // SAFETY: no pointer arguments.
+    owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })
+}
+
+/// `epoll_ctl(epfd, op, fd, {events, token})`.
+pub(crate) fn epoll_ctl(
+    epfd: RawFd,
+    op: libc::c_int,
+    fd: RawFd,
+    events: u32,
+    token: u64,
+) -> Result<(), Errno> {
+    let mut ev = libc::epoll_event { events, u64: token };
+    // SAFETY: `ev` is a valid epoll_event on our stack for the duration of the call.
+    check(unsafe { libc::epoll_ctl(epfd, op, fd, &mut ev) }).map(drop)
+}
+
+/// `epoll_pwait2` is missing before Linux 5.11; then waits round up to milliseconds.
+static NO_EPOLL_PWAIT2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Waits for events on `epfd` for at most `timeout_ns` (0: do not block) and returns the
+/// initialised prefix of `buf`. `EINTR` is reported as zero events (a wait interrupted by a
+/// signal handler returns what is ready, spec section 3).
+///
+/// Blocking waits use `epoll_pwait2` for nanosecond precision; without it, `epoll_wait` with
+/// the timeout rounded *up* to whole milliseconds (never early).
+pub(crate) fn epoll_wait(
+    epfd: RawFd,
+    buf: &mut [MaybeUninit<libc::epoll_event>],
+    timeout_ns: u64,
+) -> Result<&[libc::epoll_event], Errno> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let max = buf.len().min(libc::c_int::MAX as usize) as libc::c_int;
+    let ptr = buf.as_mut_ptr().cast::<libc::epoll_event>();
+    let ret = if timeout_ns == 0 {
+        // SAFETY: `ptr` is valid for writes of `max` epoll_events (the slice's length).
+        unsafe { libc::epoll_wait(epfd, ptr, max, 0) }
+    } else if !NO_EPOLL_PWAIT2.load(Relaxed) {
+        let ts = crate::timer::ns_to_timespec(timeout_ns);
+        // SAFETY: `ptr` as above; `ts` lives across the call; the sigmask is null (none).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait2,
+                epfd,
+                ptr,
+                max,
+                &ts as *const libc::timespec,
+                std::ptr::null::<libc::sigset_t>(),
+                0usize,
+            )
+        } as libc::c_int;
+        if r < 0 && Errno::last() == Errno::ENOSYS {
+            NO_EPOLL_PWAIT2.store(true, Relaxed);
+            return epoll_wait(epfd, buf, timeout_ns);
+        }
+        r
+    } else {
+        let ms = timeout_ns.div_ceil(1_000_000).min(libc::c_int::MAX as u64) as libc::c_int;
+        // SAFETY: as above.
+        unsafe { libc::epoll_wait(epfd, ptr, max, ms) }
+    };
+    let n = match check(ret) {
+        Ok(n) => n as usize,
+        Err(Errno::EINTR) => 0,
+        Err(e) => return Err(e),
+    };
+    // SAFETY: the kernel initialised the first `n <= max` entries.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, n) })
+}
+
+/// `eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`.
+pub(crate) fn eventfd() -> Result<OwnedFd, Errno> {
+    // SAFETY: no pointer arguments.
+    owned(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })
+}
+
+/// Adds one to an eventfd counter (it becomes readable).
+pub(crate) fn eventfd_signal(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from `one`, which lives across the call. A full counter
+    // (EAGAIN) is already readable, which is all a signal needs.
+    unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+}
+
+/// Resets an eventfd counter to zero (it stops being readable).
+pub(crate) fn eventfd_drain(fd: RawFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads at most 8 bytes into `v`. EAGAIN (already zero) is fine.
+    unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
+}
+
+/// `timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)`.
+pub(crate) fn timerfd_create() -> Result<OwnedFd, Errno> {
+    // SAFETY: no pointer arguments.
+    owned(unsafe {
+        libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
+        )
+    })
+}
+
+/// Arms a timerfd to fire once at the absolute CLOCK_MONOTONIC time `deadline_ns`, or
+/// disarms it (`None`).
+pub(crate) fn timerfd_arm(fd: RawFd, deadline_ns: Option<u64>) -> Result<(), Errno> {
+    let value = match deadline_ns {
+        // A zero it_value disarms; the earliest valid absolute time is 1 ns.
+        Some(ns) => crate::timer::ns_to_timespec(ns.max(1)),
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+    };
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: value,
+    };
+    // SAFETY: `spec` lives across the call; the old-value pointer is null (not wanted).
+    check(unsafe {
+        libc::timerfd_settime(fd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut())
+    })
+    .map(drop)
+}
+
+/// Reads (and so resets) a timerfd's expiration count; 0 if it had not fired.
+pub(crate) fn timerfd_drain(fd: RawFd) -> u64 {
+    let mut v: u64 = 0;
+    // SAFETY: reads at most 8 bytes into `v`.
+    unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
+    v
+}
+
+/// `inotify_init1(IN_CLOEXEC | IN_NONBLOCK)`.
+pub(crate) fn inotify_init() -> Result<OwnedFd, Errno> {
+    // SAFETY: no pointer arguments.
+    owned(unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) })
+}
+
+/// Watches the directory open as `dir_fd` through `/proc/self/fd/N`; returns the watch
+/// descriptor.
+pub(crate) fn inotify_watch_fd(inotify: RawFd, dir_fd: RawFd, mask: u32) -> Result<i32, Errno> {
+    let path = format!("/proc/self/fd/{dir_fd}\0");
+    // SAFETY: `path` is a NUL-terminated string that lives across the call.
+    check(unsafe { libc::inotify_add_watch(inotify, path.as_ptr().cast(), mask) })
+}
+
+/// Removes an inotify watch (errors are ignored: the watch may already be gone).
+pub(crate) fn inotify_unwatch(inotify: RawFd, wd: i32) {
+    // SAFETY: no pointer arguments.
+    unsafe { libc::inotify_rm_watch(inotify, wd) };
+}
+
+/// Reads pending inotify records into `buf`; returns the number of bytes (0 when none).
+pub(crate) fn inotify_read(inotify: RawFd, buf: &mut [u8]) -> usize {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
+    let n = unsafe { libc::read(inotify, buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 { 0 } else { n as usize }
+}
+
+/// What an fd is, from `fstat`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FileId {
+    /// `st_mode & S_IFMT`.
+    pub(crate) kind: u32,
+    /// `st_dev`.
+    pub(crate) dev: u64,
+    /// `st_ino`.
+    pub(crate) ino: u64,
+}
+
+impl FileId {
+    pub(crate) fn is_socket(&self) -> bool {
+        self.kind == libc::S_IFSOCK
+    }
+    pub(crate) fn is_fifo(&self) -> bool {
+        self.kind == libc::S_IFIFO
+    }
+    pub(crate) fn is_dir(&self) -> bool {
+        self.kind == libc::S_IFDIR
+    }
+    /// Whether two ids name the same file.
+    pub(crate) fn same_file(&self, other: &FileId) -> bool {
+        self.dev == other.dev && self.ino == other.ino
+    }
+}
+
+/// `fstat(fd)` reduced to what the engine needs.
+pub(crate) fn file_id(fd: RawFd) -> Result<FileId, Errno> {
+    if fd < 0 {
+        return Err(Errno::EBADF);
+    }
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `st` is valid for writes of one `struct stat`.
+    check(unsafe { libc::fstat(fd, st.as_mut_ptr()) })?;
+    // SAFETY: fstat succeeded, so it initialised `st`.
+    let st = unsafe { st.assume_init() };
+    Ok(FileId {
+        kind: st.st_mode & libc::S_IFMT,
+        dev: st.st_dev,
+        ino: st.st_ino,
+    })
+}
+
+/// Non-blocking `poll` of one fd for `events`; returns revents (POLLNVAL when closed).
+pub(crate) fn poll_now(fd: RawFd, events: i16) -> i16 {
+    let mut p = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd on our stack.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    if n <= 0 { 0 } else { p.revents }
+}
+
+/// The pending error of a socket (`SO_ERROR`), or `None` when it has none or is no socket.
+pub(crate) fn socket_error(fd: RawFd) -> Option<Errno> {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `err` and `len` are valid for writes and `len` holds the size of `err`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut err as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r == 0 { Errno::from_raw(err) } else { None }
+}
+
+/// `fcntl(fd, F_GETFL)`.
+pub(crate) fn status_flags(fd: RawFd) -> Result<libc::c_int, Errno> {
+    // SAFETY: no pointer arguments.
+    check(unsafe { libc::fcntl(fd, libc::F_GETFL) })
+}
