@@ -1,0 +1,857 @@
+//! Process-wide routing of signals to SIGNAL kevents (spec section 5, D8, D11).
+//!
+//! # Why a `sigaction` handler and not signalfd
+//!
+//! A signalfd only receives a signal that is *blocked in every thread*: a thread that has it
+//! unblocked takes the signal first, through the handler or the default action. An engine in
+//! a library cannot block signals in threads it does not own, so signalfd would miss
+//! deliveries in any multi-threaded program, and it could never implement NOMASK ("the
+//! program's handler does not run, the default action does not happen") there. Instead the
+//! first watch of a signal installs one process-wide handler ([`on_signal`], with
+//! `SA_SIGINFO`). Whichever thread the kernel picks runs it, blocked or not elsewhere, and it
+//!
+//! 1. increments the signal's delivery counter (an `AtomicU64`, see [`delivered`]);
+//! 2. writes 1 to the process-wide *doorbell* eventfd ([`doorbell_fd`]);
+//! 3. returns at once if a NOMASK watcher exists (the signal is swallowed: no program handler,
+//!    no default action);
+//! 4. otherwise delivers the signal *as usual*: it chains to the disposition that was in place
+//!    when the first watcher arrived (the *saved* disposition), see "Delivered as usual".
+//!
+//! # Engine contract (D8)
+//!
+//! * Register: call [`watch`]`(signo, nomask)` (it creates the doorbell if needed), then keep
+//!   `seen = delivered(signo)` in the kevent. Deliveries before that point are not reported.
+//! * Register [`doorbell_fd`] once in every queue's epoll with `EPOLLIN | EPOLLET` and
+//!   **never read it**. When it fires, each SIGNAL kevent of the queue whose
+//!   `delivered(signo) != seen` is ready; its delivery reports `ret_data[0] = delivered - seen`
+//!   (occurrences since the last delivery, coalesced) and sets `seen = delivered` (use the
+//!   value read once, so no delivery is counted twice or lost).
+//! * Remove: call [`unwatch`]`(signo, nomask)` once per successful [`watch`].
+//!
+//! The handler increments the counter *before* it rings the doorbell (both `SeqCst`), so an
+//! engine woken by the doorbell always sees the new count: the eventfd write and the epoll
+//! wake-up go through kernel locks that order the counter store before the waiter's load.
+//!
+//! ## Why `EPOLLET` makes a never-read eventfd correct
+//!
+//! Every successful `write(2)` to an eventfd wakes its wait queue, and epoll's wake-up callback
+//! then puts the doorbell on the ready list of *every* epoll instance that registered it,
+//! whether or not the counter was already non-zero. In edge-triggered mode `epoll_wait`
+//! reports such an item once and does not re-check it afterwards. So each write wakes each
+//! queue exactly once, nobody needs to drain the counter, and no queue can take a wake-up
+//! away from another one (which is what would happen if queues *read* the shared counter: the
+//! first reader would leave zero behind for the others). In level-triggered mode the
+//! never-drained counter would instead be reported by every `epoll_wait`: a busy loop. The
+//! counter only saturates after 2^64 - 2 deliveries (centuries at any signal rate); writes
+//! after that would fail with `EAGAIN` and wake nobody.
+//!
+//! # Delivered as usual
+//!
+//! Without a NOMASK watcher the handler does what the saved disposition says:
+//!
+//! * a handler with `SA_SIGINFO`: `sa_sigaction(signo, info, ucontext)` with the kernel's own
+//!   `siginfo_t` and context; without it: `sa_handler(signo)`;
+//! * `SIG_IGN`: nothing;
+//! * `SIG_DFL` of a signal whose default is to be ignored (`SIGCHLD`, `SIGURG`, `SIGWINCH`,
+//!   `SIGCONT`, whose "continue" the kernel performs when the signal is sent): nothing;
+//! * `SIG_DFL` of a terminate or core signal (everything else, realtime signals included), or a
+//!   stop signal (`SIGTSTP`, `SIGTTIN`, `SIGTTOU`): the handler resets the disposition to
+//!   `SIG_DFL`, unblocks the signal in its thread and raises it, so the process dies with the
+//!   right status (and core) or stops. If it is still alive afterwards (a stop signal and the
+//!   process was continued, or the kernel discarded the signal: an orphaned process group for
+//!   stop signals, PID 1 of a PID namespace) it reinstalls [`on_signal`] if the signal is still
+//!   watched.
+//!
+//! The saved flags and mask are honoured where that is meaningful: [`on_signal`] is installed
+//! with the saved `sa_mask` and the saved `SA_NODEFER` and `SA_ONSTACK` (so the program's
+//! handler runs with the signals blocked and on the stack it asked for), and with `SA_RESTART`
+//! only if the saved handler had it (so a program that relies on `EINTR` still sees it), or
+//! whenever the saved disposition is not a handler or a NOMASK watcher exists (then the signal
+//! should be invisible). `SA_RESETHAND` is emulated: the first chained delivery atomically
+//! changes the saved disposition to `SIG_DFL` before calling the handler, so the next delivery
+//! takes the default action and the last [`unwatch`] restores `SIG_DFL`, as the kernel would
+//! have done. `SA_RESTORER` is the C library's business (it supplies its own on every
+//! `sigaction`).
+//!
+//! A kernel-generated fault (`SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE` with `si_code > 0`) is
+//! never swallowed even with NOMASK: returning would re-execute the faulting instruction
+//! forever. It is counted and then delivered as usual.
+//!
+//! # Watcher registry and publication order
+//!
+//! The handler reads only lock-free statics indexed by signal number: the NOMASK watcher
+//! count, the total watcher count, the delivery counter, and the saved disposition as atomics
+//! (handler address, flags, and the mask as a 128-bit set). [`watch`] and [`unwatch`] are
+//! serialized by one `std::sync::Mutex`. The first [`watch`] of a signal reads the current
+//! disposition, stores it and the counts (`SeqCst`), and only then installs [`on_signal`] with
+//! `sigaction`: the kernel takes the signal-handler lock both in `sigaction` and when it
+//! delivers a signal, so any handler invocation that runs [`on_signal`] happens after those
+//! stores and sees them. If the disposition `sigaction` replaced is not the one saved (a
+//! program thread changed it in between), the replaced one is saved instead and the
+//! installation repeated. The last [`unwatch`] first restores the saved disposition, then
+//! clears the count; the saved disposition itself is never cleared, so a handler invocation
+//! still in flight on another thread chains correctly.
+//!
+//! # fork (D11)
+//!
+//! Signal kevents are never inherited. A `pthread_atfork` triple, registered once:
+//!
+//! * *prepare* (parent, before fork) takes the Mutex, so fork waits until no [`watch`] or
+//!   [`unwatch`] is half done: the child sees a consistent registry. A thread that holds the
+//!   Mutex at the moment of the fork therefore cannot exist;
+//! * *parent* releases it;
+//! * *child* (single-threaded, async-signal-safe work only, the Mutex is never *locked* there):
+//!   zeroes the NOMASK counts, restores every watched signal's saved disposition (unless the
+//!   program replaced [`on_signal`] meanwhile), zeroes the watcher counts, replaces the doorbell
+//!   with a fresh eventfd under the *same* fd number (`dup3`, so a number the engine cached
+//!   stays valid but no longer wakes the parent's queues), then releases the Mutex it inherited
+//!   from *prepare*.
+//!
+//! The one exception: a fork from a signal handler that interrupted [`watch`] or [`unwatch`]
+//! *on the forking thread* (the prepare handler detects this and does not wait for itself).
+//! The child may then see a half-updated registry and a locked Mutex, so its own [`watch`]
+//! would block forever. Forking from a signal handler is not async-signal-safe with atfork
+//! handlers anyway.
+//!
+//! Delivery counters are not reset in the child: they are monotonic and the child has no
+//! SIGNAL kevents.
+//!
+//! # Limitations
+//!
+//! * A program that installs its own disposition *after* a signal kevent was registered
+//!   replaces [`on_signal`]: deliveries are no longer counted and NOMASK no longer holds. The
+//!   next NOMASK transition (first NOMASK watcher added, or last removed) reinstalls
+//!   [`on_signal`] and adopts the program's new disposition as the saved one; the last
+//!   [`unwatch`] leaves the program's disposition in place.
+//! * Deliveries are seen, not generations: a signal blocked in every thread stays pending
+//!   and is reported when a thread unblocks it; a program that takes it with `sigwaitinfo` or
+//!   its own signalfd consumes it unseen (and NOMASK cannot hide it). Standard signals that
+//!   are generated while one is pending coalesce in the kernel before the handler sees them.
+//! * While a signal is watched it interrupts system calls even when the saved disposition
+//!   was `SIG_IGN` or a default "ignore": those restart (`SA_RESTART`), except the calls that
+//!   never restart (`epoll_wait`, `poll`, `select`, `sigtimedwait`, … see signal(7)), which
+//!   return `EINTR`.
+//! * `exec` resets caught signals to `SIG_DFL`: a program that execs while a signal whose
+//!   saved disposition is `SIG_IGN` is watched hands `SIG_DFL` to the new image. (fork
+//!   children of `fork()` are fixed by the atfork handler; `posix_spawn` and `vfork` run no
+//!   atfork handler.)
+//! * Between the reset to `SIG_DFL` and the reinstallation around a raised terminate or stop
+//!   signal, other deliveries of that signal take the default action uncounted; a concurrent
+//!   last [`unwatch`] in that window can leave [`on_signal`] installed (it then keeps
+//!   delivering as usual). The emulated `SA_RESETHAND` has a similar window against the last
+//!   [`unwatch`]. The saved handler address and flags are two atomics: a delivery racing a
+//!   complete unwatch-then-watch cycle could read one from each.
+//!
+//! # Safety
+//!
+//! Unsafe code here calls libc (`sigaction`, `pthread_sigmask`, `raise`, `write`, `eventfd`,
+//! `dup3`, `close`, `pthread_atfork`, the `sigset_t` functions), always with pointers to live
+//! locals or statics, and converts a saved handler address back into a function pointer: that
+//! address was read by `sigaction` from the kernel and is neither `SIG_DFL` nor `SIG_IGN`, so
+//! it is a handler some code of this process installed, with the signature its `SA_SIGINFO`
+//! bit announces. Everything [`on_signal`] and the atfork child handler do is
+//! async-signal-safe: atomics, raw system calls and the `sigset_t` functions, no allocation, no
+//! lock; `errno` is saved and restored around them.
+#![allow(unsafe_code)]
+
+use std::cell::{Cell, RefCell};
+use std::ffi::{c_int, c_void};
+use std::os::fd::RawFd;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+
+use kevent_sys::Errno;
+
+/// Slots for signal numbers `0..SLOTS`: 128 covers `_NSIG - 1` of every Linux architecture
+/// (64 on most, 128 on MIPS). Slot 0 is never used.
+const SLOTS: usize = 129;
+
+/// Everything known about one signal number; read by [`on_signal`] without locks, written
+/// only under [`LOCK`] (and by the handler itself for the emulated `SA_RESETHAND`).
+struct Slot {
+    /// Number of NOMASK watchers.
+    nomask: AtomicU32,
+    /// Number of watchers, NOMASK ones included.
+    watchers: AtomicU32,
+    /// Deliveries [`on_signal`] saw, since the process started (monotonic).
+    delivered: AtomicU64,
+    /// Saved `sa_sigaction` / `sa_handler` (or `SIG_DFL`, `SIG_IGN`).
+    handler: AtomicUsize,
+    /// Saved `sa_flags`.
+    flags: AtomicI32,
+    /// Saved `sa_mask`: bit `s - 1` of the 128-bit value is signal `s`.
+    mask: [AtomicU64; 2],
+}
+
+impl Slot {
+    const fn new() -> Slot {
+        Slot {
+            nomask: AtomicU32::new(0),
+            watchers: AtomicU32::new(0),
+            delivered: AtomicU64::new(0),
+            handler: AtomicUsize::new(libc::SIG_DFL),
+            flags: AtomicI32::new(0),
+            mask: [AtomicU64::new(0), AtomicU64::new(0)],
+        }
+    }
+}
+
+/// The registry, indexed by signal number.
+static SIGNALS: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
+
+/// The doorbell eventfd, or -1 before the first [`doorbell_fd`] / [`watch`].
+static DOORBELL: AtomicI32 = AtomicI32::new(-1);
+
+/// Serializes [`watch`], [`unwatch`] and the doorbell's creation; held across `fork()` by the
+/// atfork prepare handler.
+static LOCK: Mutex<()> = Mutex::new(());
+
+/// Result of the one `pthread_atfork` registration (0 or an error number).
+static ATFORK: OnceLock<c_int> = OnceLock::new();
+
+thread_local! {
+    /// This thread is inside (or entering) a [`LOCK`] critical section.
+    static IN_CRITICAL: Cell<bool> = const { Cell::new(false) };
+    /// The guard the atfork prepare handler took, released by the parent or child handler.
+    static FORK_GUARD: RefCell<Option<MutexGuard<'static, ()>>> = const { RefCell::new(None) };
+}
+
+/// A held [`LOCK`], with [`IN_CRITICAL`] set for as long as it may be held.
+struct Critical {
+    guard: Option<MutexGuard<'static, ()>>,
+}
+
+impl Critical {
+    fn enter() -> Critical {
+        // Set before locking: a signal handler that interrupts this thread while it waits or
+        // holds the lock and then forks must not make the prepare handler wait for this thread.
+        IN_CRITICAL.set(true);
+        let guard = LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+        Critical { guard: Some(guard) }
+    }
+}
+
+impl Drop for Critical {
+    fn drop(&mut self) {
+        // Unlock first, clear the flag second (never the other way round: see `enter`).
+        drop(self.guard.take());
+        IN_CRITICAL.set(false);
+    }
+}
+
+/// How a signal's `SIG_DFL` acts (signal(7)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DefaultAction {
+    /// Ignored (`SIGCHLD`, `SIGURG`, `SIGWINCH`; `SIGCONT`, whose "continue" happens when the
+    /// signal is sent, whatever the disposition).
+    Ignore,
+    /// Stops the process (`SIGTSTP`, `SIGTTIN`, `SIGTTOU`; `SIGSTOP` is never watched).
+    Stop,
+    /// Terminates it, with or without a core dump (everything else, realtime signals too).
+    Terminate,
+}
+
+fn default_action(signo: c_int) -> DefaultAction {
+    match signo {
+        libc::SIGCHLD | libc::SIGURG | libc::SIGWINCH | libc::SIGCONT => DefaultAction::Ignore,
+        libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => DefaultAction::Stop,
+        _ => DefaultAction::Terminate,
+    }
+}
+
+/// The slot index of a signal a SIGNAL kevent may watch, or `EINVAL` for 0, negative numbers,
+/// numbers above `SIGRTMAX()`, `SIGKILL`, `SIGSTOP`, and the numbers the C library reserves
+/// for itself (from 32 to below `SIGRTMIN()`: glibc's 32 and 33).
+fn check_signo(signo: i32) -> Result<usize, Errno> {
+    let valid = signo > 0
+        && signo <= libc::SIGRTMAX()
+        && (signo as usize) < SLOTS
+        && signo != libc::SIGKILL
+        && signo != libc::SIGSTOP
+        && (signo < 32 || signo >= libc::SIGRTMIN());
+    if valid {
+        Ok(signo as usize)
+    } else {
+        Err(Errno::EINVAL)
+    }
+}
+
+/// The address [`on_signal`] is installed under.
+fn on_signal_addr() -> usize {
+    on_signal as extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) as usize
+}
+
+/// `true` for a disposition that is a function (neither `SIG_DFL` nor `SIG_IGN`).
+fn is_handler(h: usize) -> bool {
+    h != libc::SIG_DFL && h != libc::SIG_IGN
+}
+
+/// The calling thread's `errno` location.
+fn errno_ptr() -> *mut c_int {
+    // SAFETY: `__errno_location` only returns the address of the calling thread's `errno`; it
+    // has no preconditions and is async-signal-safe.
+    unsafe { libc::__errno_location() }
+}
+
+/// An empty `sigset_t`.
+fn empty_set() -> libc::sigset_t {
+    // SAFETY: `sigset_t` is plain integers, so all-zero is a valid value; `sigemptyset` then
+    // writes only through the pointer to this local.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        set
+    }
+}
+
+/// A `sigaction` with every field zero (`SIG_DFL`, no flags, empty mask, no restorer).
+fn zeroed_action() -> libc::sigaction {
+    // SAFETY: `struct sigaction` is integers, a `sigset_t` and an `Option` of a function
+    // pointer, for all of which all-zero bytes are a valid value (`None` for the option).
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    act.sa_mask = empty_set();
+    act
+}
+
+/// The 128-bit form of a mask (bit `s - 1` = signal `s`).
+fn mask_bits(set: &libc::sigset_t) -> [u64; 2] {
+    let mut bits = [0u64; 2];
+    for s in 1..SLOTS {
+        // SAFETY: `set` is a valid `sigset_t` borrowed for the call; `sigismember` only reads it.
+        if unsafe { libc::sigismember(set, s as c_int) } == 1 {
+            bits[(s - 1) / 64] |= 1 << ((s - 1) % 64);
+        }
+    }
+    bits
+}
+
+/// The `sigset_t` of a 128-bit mask. Signals the C library refuses to add (its reserved ones)
+/// are left out.
+fn mask_set(bits: [u64; 2]) -> libc::sigset_t {
+    let mut set = empty_set();
+    for s in 1..SLOTS {
+        if bits[(s - 1) / 64] & (1 << ((s - 1) % 64)) != 0 {
+            // SAFETY: `set` is a valid local `sigset_t`; `sigaddset` writes only into it (and
+            // `errno` for a refused number, which callers in signal context restore).
+            unsafe { libc::sigaddset(&mut set, s as c_int) };
+        }
+    }
+    set
+}
+
+/// Stores `act` as `slot`'s saved disposition. [`on_signal`] itself is never saved (that would
+/// make it chain to itself): it is saved as `SIG_DFL`.
+fn save(slot: &Slot, act: &libc::sigaction) {
+    let h = if act.sa_sigaction == on_signal_addr() {
+        libc::SIG_DFL
+    } else {
+        act.sa_sigaction
+    };
+    let bits = mask_bits(&act.sa_mask);
+    slot.mask[0].store(bits[0], SeqCst);
+    slot.mask[1].store(bits[1], SeqCst);
+    slot.flags.store(act.sa_flags, SeqCst);
+    slot.handler.store(h, SeqCst);
+}
+
+/// `slot`'s saved disposition as a `sigaction`.
+fn saved_action(slot: &Slot) -> libc::sigaction {
+    let mut act = zeroed_action();
+    act.sa_sigaction = slot.handler.load(SeqCst);
+    act.sa_flags = slot.flags.load(SeqCst);
+    act.sa_mask = mask_set([slot.mask[0].load(SeqCst), slot.mask[1].load(SeqCst)]);
+    act
+}
+
+/// The `sigaction` that installs [`on_signal`] for `slot` (flags and mask per "Delivered as
+/// usual" in the module documentation).
+fn our_action(slot: &Slot) -> libc::sigaction {
+    let h = slot.handler.load(SeqCst);
+    let f = slot.flags.load(SeqCst);
+    let nomask = slot.nomask.load(SeqCst) > 0;
+    let mut act = zeroed_action();
+    act.sa_sigaction = on_signal_addr();
+    act.sa_flags = libc::SA_SIGINFO;
+    if is_handler(h) {
+        act.sa_flags |= f & (libc::SA_ONSTACK | libc::SA_NODEFER);
+        if nomask || f & libc::SA_RESTART != 0 {
+            act.sa_flags |= libc::SA_RESTART;
+        }
+        act.sa_mask = mask_set([slot.mask[0].load(SeqCst), slot.mask[1].load(SeqCst)]);
+    } else {
+        act.sa_flags |= libc::SA_ONSTACK | libc::SA_RESTART;
+    }
+    act
+}
+
+/// `sigaction(signo, new, &old)`; `new == None` only queries.
+fn sigaction(signo: c_int, new: Option<&libc::sigaction>) -> Result<libc::sigaction, Errno> {
+    let mut old = zeroed_action();
+    let new_ptr = new.map_or(std::ptr::null(), |a| a as *const libc::sigaction);
+    // SAFETY: `new_ptr` is null or points to a live `sigaction` borrowed for the call, which
+    // the C library only reads; `old` is a live local the call only writes. Neither pointer is
+    // kept.
+    let rc = unsafe { libc::sigaction(signo, new_ptr, &mut old) };
+    if rc == 0 { Ok(old) } else { Err(Errno::last()) }
+}
+
+/// Installs [`on_signal`] for `signo` (its flags recomputed). If the disposition it replaced
+/// is neither [`on_signal`] nor the saved one, the program changed it behind our back: that
+/// disposition becomes the saved one and the installation is repeated (its flags and mask
+/// depend on the saved disposition).
+fn install(signo: c_int, slot: &Slot) -> Result<(), Errno> {
+    for _ in 0..3 {
+        let prev = sigaction(signo, Some(&our_action(slot)))?;
+        let h = prev.sa_sigaction;
+        if h == on_signal_addr() || h == slot.handler.load(SeqCst) {
+            return Ok(());
+        }
+        save(slot, &prev);
+    }
+    Ok(())
+}
+
+/// Puts the saved disposition back, unless the current one is no longer [`on_signal`] (the
+/// program replaced it: its choice stays). Async-signal-safe.
+fn restore_if_ours(signo: c_int, slot: &Slot) {
+    if let Ok(cur) = sigaction(signo, None) {
+        if cur.sa_sigaction == on_signal_addr() {
+            let _ = sigaction(signo, Some(&saved_action(slot)));
+        }
+    }
+}
+
+/// Creates the doorbell if it does not exist yet. Called with [`LOCK`] held.
+fn ensure_doorbell() -> Result<RawFd, Errno> {
+    let fd = DOORBELL.load(SeqCst);
+    if fd >= 0 {
+        return Ok(fd);
+    }
+    // SAFETY: `eventfd` takes no pointer; the new fd is owned by this module from now on.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    DOORBELL.store(fd, SeqCst);
+    Ok(fd)
+}
+
+/// Registers the atfork handlers once; `ENOMEM` (or what `pthread_atfork` said) if that failed,
+/// since D11 could not be kept.
+fn ensure_atfork() -> Result<(), Errno> {
+    let rc = *ATFORK.get_or_init(|| {
+        // SAFETY: the three functions are `extern "C"` functions without arguments that live
+        // as long as the program; `pthread_atfork` only stores their addresses.
+        unsafe {
+            libc::pthread_atfork(
+                Some(atfork_prepare),
+                Some(atfork_parent),
+                Some(atfork_child),
+            )
+        }
+    });
+    match rc {
+        0 => Ok(()),
+        e => Err(Errno::from_raw(e).unwrap_or(Errno::ENOMEM)),
+    }
+}
+
+/// Starts reporting deliveries of `signo`; one call per SIGNAL kevent, `nomask` = its
+/// `KEVENT_SIGNAL_NOMASK` bit.
+///
+/// Reference-counted per `(signo, nomask)`. The first watch of `signo` saves its current
+/// disposition and installs [`on_signal`]; the first NOMASK watch makes deliveries
+/// invisible to the program until the last NOMASK [`unwatch`]. Creates the doorbell
+/// ([`doorbell_fd`]) if needed.
+///
+/// # Errors
+///
+/// * `EINVAL`: `signo` is 0, negative, above `SIGRTMAX()`, `SIGKILL`, `SIGSTOP` or reserved
+///   by the C library (32 up to below `SIGRTMIN()`);
+/// * `EMFILE`, `ENFILE`, `ENOMEM`: creating the doorbell or registering the fork handlers
+///   failed;
+/// * `EOVERFLOW`: 2^32 - 1 watchers of one signal already;
+/// * whatever `sigaction` reports.
+///
+/// On error nothing changed.
+pub fn watch(signo: i32, nomask: bool) -> Result<(), Errno> {
+    let s = check_signo(signo)?;
+    ensure_atfork()?;
+    let _critical = Critical::enter();
+    ensure_doorbell()?;
+    let slot = &SIGNALS[s];
+    let total = slot.watchers.load(Relaxed);
+    let nm = slot.nomask.load(Relaxed);
+    let new_total = total.checked_add(1).ok_or(Errno::EOVERFLOW)?;
+    let new_nm = if nomask {
+        nm.checked_add(1).ok_or(Errno::EOVERFLOW)?
+    } else {
+        nm
+    };
+    if total == 0 {
+        // Publication order: saved disposition, then counts, then the handler (module docs).
+        let old = sigaction(signo, None)?;
+        save(slot, &old);
+        slot.nomask.store(new_nm, SeqCst);
+        slot.watchers.store(new_total, SeqCst);
+        if let Err(e) = install(signo, slot) {
+            slot.nomask.store(0, SeqCst);
+            slot.watchers.store(0, SeqCst);
+            return Err(e);
+        }
+    } else {
+        slot.nomask.store(new_nm, SeqCst);
+        slot.watchers.store(new_total, SeqCst);
+        if nomask && nm == 0 {
+            // First NOMASK watcher: SA_RESTART may now be needed.
+            if let Err(e) = install(signo, slot) {
+                slot.nomask.store(nm, SeqCst);
+                slot.watchers.store(total, SeqCst);
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Undoes one successful [`watch`]`(signo, nomask)`. The last unwatch of `signo` restores the
+/// saved disposition (unless the program replaced [`on_signal`] since: then its disposition
+/// stays). An unwatch without a matching watch, or of an invalid signal, does nothing.
+pub fn unwatch(signo: i32, nomask: bool) {
+    let Ok(s) = check_signo(signo) else { return };
+    let _critical = Critical::enter();
+    let slot = &SIGNALS[s];
+    let total = slot.watchers.load(Relaxed);
+    let nm = slot.nomask.load(Relaxed);
+    if total == 0 || (nomask && nm == 0) {
+        return;
+    }
+    if nomask {
+        slot.nomask.store(nm - 1, SeqCst);
+    }
+    if total == 1 {
+        restore_if_ours(signo, slot);
+        slot.watchers.store(0, SeqCst);
+    } else {
+        slot.watchers.store(total - 1, SeqCst);
+        if nomask && nm == 1 {
+            // Last NOMASK watcher gone: SA_RESTART follows the saved handler again. On failure
+            // the previous flags stay, which only affects EINTR for the program's handler.
+            let _ = install(signo, slot);
+        }
+    }
+}
+
+/// How many deliveries of `signo` [`on_signal`] has seen since the process started (0 for a
+/// signal never watched or invalid). Monotonic; see the engine contract (D8) in the module
+/// documentation.
+pub fn delivered(signo: i32) -> u64 {
+    match check_signo(signo) {
+        Ok(s) => SIGNALS[s].delivered.load(SeqCst),
+        Err(_) => 0,
+    }
+}
+
+/// The process-wide doorbell: a non-blocking, close-on-exec eventfd that [`on_signal`]
+/// writes 1 to after every delivery. Created once, on first use; the same fd number for the
+/// life of the process (a fork child gets a fresh eventfd under the same number).
+///
+/// Register it with `EPOLLIN | EPOLLET` and never read it (module documentation). Do not close
+/// it.
+///
+/// # Errors
+///
+/// `EMFILE`, `ENFILE`, `ENOMEM` from `eventfd` or `pthread_atfork`.
+pub fn doorbell_fd() -> Result<RawFd, Errno> {
+    let fd = DOORBELL.load(SeqCst);
+    if fd >= 0 {
+        return Ok(fd);
+    }
+    ensure_atfork()?;
+    let _critical = Critical::enter();
+    ensure_doorbell()
+}
+
+/// Is this a fault the kernel raised for the current instruction (returning would repeat it)?
+fn is_fault(signo: c_int, info: *const libc::siginfo_t) -> bool {
+    let fault_signal = matches!(
+        signo,
+        libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE
+    );
+    // SAFETY: the kernel passes a valid `siginfo_t` to an `SA_SIGINFO` handler; it is only
+    // read, and only when non-null.
+    fault_signal && !info.is_null() && unsafe { (*info).si_code } > 0
+}
+
+/// The process-wide handler of every watched signal (module documentation). Async-signal-safe.
+extern "C" fn on_signal(signo: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    let errno = errno_ptr();
+    // SAFETY: `errno` is this thread's errno location, valid for the thread's life.
+    let saved_errno = unsafe { *errno };
+    let Some(slot) = usize::try_from(signo).ok().and_then(|s| SIGNALS.get(s)) else {
+        return;
+    };
+    // Count first, then ring: a queue woken by the doorbell must see the new count.
+    slot.delivered.fetch_add(1, SeqCst);
+    let bell = DOORBELL.load(SeqCst);
+    if bell >= 0 {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live local to the doorbell eventfd, which is never
+        // closed (only replaced atomically by `dup3` in a fork child). A failure (EAGAIN on a
+        // saturated counter) only loses a wake-up.
+        unsafe { libc::write(bell, (&raw const one).cast(), 8) };
+    }
+    let swallow = slot.nomask.load(SeqCst) > 0 && !is_fault(signo, info);
+    if !swallow {
+        // SAFETY: as above; restore before running the program's handler.
+        unsafe { *errno = saved_errno };
+        deliver_as_usual(signo, slot, info, ctx);
+    }
+    // SAFETY: as above.
+    unsafe { *errno = saved_errno };
+}
+
+/// Does what the saved disposition of `signo` says (module documentation, "Delivered as
+/// usual"). Async-signal-safe as long as the program's handler is.
+fn deliver_as_usual(signo: c_int, slot: &Slot, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    loop {
+        let h = slot.handler.load(SeqCst);
+        let flags = slot.flags.load(SeqCst);
+        if h == libc::SIG_IGN {
+            return;
+        }
+        if h == libc::SIG_DFL {
+            default_action_now(signo, slot);
+            return;
+        }
+        if flags & libc::SA_RESETHAND != 0
+            && slot
+                .handler
+                .compare_exchange(h, libc::SIG_DFL, SeqCst, SeqCst)
+                .is_err()
+        {
+            // Another delivery reset it first: act on the new disposition.
+            continue;
+        }
+        if flags & libc::SA_SIGINFO != 0 {
+            // SAFETY: `h` was saved from `sigaction` with `SA_SIGINFO` set and is not SIG_DFL or
+            // SIG_IGN, so it is the address of a `void (*)(int, siginfo_t *, void *)` that the
+            // program installed; `info` and `ctx` are the kernel's, valid during this handler.
+            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
+                unsafe { std::mem::transmute::<usize, _>(h) };
+            f(signo, info, ctx);
+        } else {
+            // SAFETY: as above, without `SA_SIGINFO`: a `void (*)(int)`.
+            let f: extern "C" fn(c_int) = unsafe { std::mem::transmute::<usize, _>(h) };
+            f(signo);
+        }
+        return;
+    }
+}
+
+/// Performs `SIG_DFL` for `signo` from inside [`on_signal`]. Async-signal-safe.
+fn default_action_now(signo: c_int, slot: &Slot) {
+    if default_action(signo) == DefaultAction::Ignore {
+        return;
+    }
+    // Terminate, core or stop: let the kernel do it, with the real disposition.
+    let _ = sigaction(signo, Some(&zeroed_action()));
+    let mut set = empty_set();
+    // SAFETY: `set` is a valid local `sigset_t`; `sigaddset`, `pthread_sigmask` and `raise`
+    // only read it or take no pointer, and all three are async-signal-safe.
+    unsafe {
+        libc::sigaddset(&mut set, signo);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(signo);
+    }
+    // Still alive: continued after a stop, or the kernel discarded the signal.
+    if slot.watchers.load(SeqCst) > 0 {
+        let _ = sigaction(signo, Some(&our_action(slot)));
+    }
+}
+
+/// atfork *prepare*: hold [`LOCK`] across `fork()` (module documentation, "fork").
+unsafe extern "C" fn atfork_prepare() {
+    if IN_CRITICAL.try_with(Cell::get).unwrap_or(true) {
+        return;
+    }
+    let guard = LOCK.lock().unwrap_or_else(PoisonError::into_inner);
+    let _ = FORK_GUARD.try_with(move |cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            *slot = Some(guard);
+        }
+    });
+}
+
+/// Drops the guard taken by [`atfork_prepare`], if any.
+fn release_fork_guard() {
+    let guard = FORK_GUARD.try_with(|cell| cell.try_borrow_mut().ok().and_then(|mut g| g.take()));
+    drop(guard);
+}
+
+/// atfork *parent*: release [`LOCK`].
+unsafe extern "C" fn atfork_parent() {
+    release_fork_guard();
+}
+
+/// atfork *child*: forget every watch (D11), give the child its own doorbell, release
+/// [`LOCK`]. Async-signal-safe (module documentation).
+unsafe extern "C" fn atfork_child() {
+    let errno = errno_ptr();
+    // SAFETY: this thread's errno location.
+    let saved_errno = unsafe { *errno };
+    for (s, slot) in SIGNALS.iter().enumerate().skip(1) {
+        if slot.watchers.load(SeqCst) == 0 {
+            continue;
+        }
+        // NOMASK first: a signal arriving meanwhile is then delivered as usual, which is
+        // what the child must see.
+        slot.nomask.store(0, SeqCst);
+        restore_if_ours(s as c_int, slot);
+        slot.watchers.store(0, SeqCst);
+    }
+    let old = DOORBELL.load(SeqCst);
+    if old >= 0 {
+        // SAFETY: `eventfd`, `dup3` and `close` take no pointers. `dup3` atomically makes
+        // `old` (our doorbell's number, owned by this module) refer to the new eventfd; the
+        // temporary number `fresh` is ours and closed right after.
+        unsafe {
+            let fresh = libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK);
+            if fresh >= 0 {
+                libc::dup3(fresh, old, libc::O_CLOEXEC);
+                libc::close(fresh);
+            }
+        }
+    }
+    release_fork_guard();
+    // SAFETY: as above.
+    unsafe { *errno = saved_errno };
+}
+
+#[cfg(test)]
+mod tests {
+    //! Pure parts only: handler installation changes the whole process, so those scenarios
+    //! run in child processes (`tests/signal_dispatch.rs`).
+    use super::*;
+
+    #[test]
+    fn s5_signal_invalid_numbers_are_einval() {
+        let rtmin = libc::SIGRTMIN();
+        let rtmax = libc::SIGRTMAX();
+        for bad in [
+            0,
+            -1,
+            i32::MIN,
+            libc::SIGKILL,
+            libc::SIGSTOP,
+            32,
+            rtmin - 1,
+            rtmax + 1,
+            1000,
+        ] {
+            if bad == rtmin - 1 && bad < 32 {
+                continue;
+            }
+            assert_eq!(check_signo(bad), Err(Errno::EINVAL), "signal {bad}");
+            assert_eq!(delivered(bad), 0);
+        }
+        for good in [
+            1,
+            libc::SIGINT,
+            libc::SIGUSR1,
+            libc::SIGSEGV,
+            31,
+            rtmin,
+            rtmax,
+        ] {
+            assert_eq!(check_signo(good), Ok(good as usize), "signal {good}");
+        }
+    }
+
+    #[test]
+    fn default_actions_follow_signal_7() {
+        use DefaultAction::*;
+        for (s, a) in [
+            (libc::SIGCHLD, Ignore),
+            (libc::SIGURG, Ignore),
+            (libc::SIGWINCH, Ignore),
+            (libc::SIGCONT, Ignore),
+            (libc::SIGTSTP, Stop),
+            (libc::SIGTTIN, Stop),
+            (libc::SIGTTOU, Stop),
+            (libc::SIGTERM, Terminate),
+            (libc::SIGUSR1, Terminate),
+            (libc::SIGQUIT, Terminate),
+            (libc::SIGSEGV, Terminate),
+            (libc::SIGRTMIN(), Terminate),
+        ] {
+            assert_eq!(default_action(s), a, "signal {s}");
+        }
+    }
+
+    #[test]
+    fn mask_round_trip() {
+        let mut set = empty_set();
+        for s in [1, libc::SIGUSR2, 31, libc::SIGRTMIN(), libc::SIGRTMAX()] {
+            // SAFETY: `set` is a valid local sigset_t.
+            unsafe { libc::sigaddset(&mut set, s) };
+        }
+        let bits = mask_bits(&set);
+        assert_eq!(bits[0] & 1, 1);
+        assert_ne!(bits[0] & (1 << (libc::SIGUSR2 - 1)), 0);
+        assert_eq!(mask_bits(&mask_set(bits)), bits);
+        assert_eq!(mask_bits(&empty_set()), [0, 0]);
+    }
+
+    fn slot_with(handler: usize, flags: c_int, nomask: u32) -> Slot {
+        let slot = Slot::new();
+        slot.handler.store(handler, SeqCst);
+        slot.flags.store(flags, SeqCst);
+        slot.mask[0].store(1 << (libc::SIGUSR2 - 1), SeqCst);
+        slot.nomask.store(nomask, SeqCst);
+        slot
+    }
+
+    extern "C" fn program_handler(_: c_int) {}
+
+    #[test]
+    fn our_flags_mirror_the_saved_handler() {
+        let h = program_handler as extern "C" fn(c_int) as usize;
+        // A program handler without SA_RESTART keeps seeing EINTR; its mask and stack choice
+        // are kept; SA_RESETHAND is never passed on (it is emulated).
+        let a = our_action(&slot_with(h, libc::SA_NODEFER | libc::SA_RESETHAND, 0));
+        assert_eq!(a.sa_sigaction, on_signal_addr());
+        assert_eq!(a.sa_flags, libc::SA_SIGINFO | libc::SA_NODEFER);
+        assert_eq!(mask_bits(&a.sa_mask)[0], 1 << (libc::SIGUSR2 - 1));
+        let a = our_action(&slot_with(h, libc::SA_RESTART | libc::SA_ONSTACK, 0));
+        assert_eq!(
+            a.sa_flags,
+            libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK
+        );
+        // With a NOMASK watcher the signal is invisible: always restart.
+        let a = our_action(&slot_with(h, 0, 1));
+        assert_eq!(a.sa_flags, libc::SA_SIGINFO | libc::SA_RESTART);
+        // SIG_DFL / SIG_IGN: the brief's flags, no mask.
+        for d in [libc::SIG_DFL, libc::SIG_IGN] {
+            let a = our_action(&slot_with(d, libc::SA_NODEFER, 0));
+            assert_eq!(
+                a.sa_flags,
+                libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK
+            );
+            assert_eq!(mask_bits(&a.sa_mask), [0, 0]);
+        }
+    }
+
+    #[test]
+    fn on_signal_is_never_saved() {
+        let slot = Slot::new();
+        let mut act = zeroed_action();
+        act.sa_sigaction = on_signal_addr();
+        act.sa_flags = libc::SA_SIGINFO;
+        save(&slot, &act);
+        assert_eq!(slot.handler.load(SeqCst), libc::SIG_DFL);
+        let back = saved_action(&slot);
+        assert_eq!(back.sa_sigaction, libc::SIG_DFL);
+    }
+}
