@@ -7,7 +7,7 @@
 //! a library cannot block signals in threads it does not own, so signalfd would miss
 //! deliveries in any multi-threaded program, and it could never implement NOMASK ("the
 //! program's handler does not run, the default action does not happen") there. Instead the
-//! first watch of a signal installs one process-wide handler ([`on_signal`], with
+//! first watch of a signal installs one process-wide handler (`on_signal`, with
 //! `SA_SIGINFO`). Whichever thread the kernel picks runs it, blocked or not elsewhere, and it
 //!
 //! 1. increments the signal's delivery counter (an `AtomicU64`, see [`delivered`]);
@@ -59,10 +59,10 @@
 //!   `SIG_DFL`, unblocks the signal in its thread and raises it, so the process dies with the
 //!   right status (and core) or stops. If it is still alive afterwards (a stop signal and the
 //!   process was continued, or the kernel discarded the signal: an orphaned process group for
-//!   stop signals, PID 1 of a PID namespace) it reinstalls [`on_signal`] if the signal is still
+//!   stop signals, PID 1 of a PID namespace) it reinstalls `on_signal` if the signal is still
 //!   watched.
 //!
-//! The saved flags and mask are honoured where that is meaningful: [`on_signal`] is installed
+//! The saved flags and mask are honoured where that is meaningful: `on_signal` is installed
 //! with the saved `sa_mask` and the saved `SA_NODEFER` and `SA_ONSTACK` (so the program's
 //! handler runs with the signals blocked and on the stack it asked for), and with `SA_RESTART`
 //! only if the saved handler had it (so a program that relies on `EINTR` still sees it), or
@@ -83,9 +83,9 @@
 //! count, the total watcher count, the delivery counter, and the saved disposition as atomics
 //! (handler address, flags, and the mask as a 128-bit set). [`watch`] and [`unwatch`] are
 //! serialized by one `std::sync::Mutex`. The first [`watch`] of a signal reads the current
-//! disposition, stores it and the counts (`SeqCst`), and only then installs [`on_signal`] with
+//! disposition, stores it and the counts (`SeqCst`), and only then installs `on_signal` with
 //! `sigaction`: the kernel takes the signal-handler lock both in `sigaction` and when it
-//! delivers a signal, so any handler invocation that runs [`on_signal`] happens after those
+//! delivers a signal, so any handler invocation that runs `on_signal` happens after those
 //! stores and sees them. If the disposition `sigaction` replaced is not the one saved (a
 //! program thread changed it in between), the replaced one is saved instead and the
 //! installation repeated. The last [`unwatch`] first restores the saved disposition, then
@@ -102,7 +102,7 @@
 //! * *parent* releases it;
 //! * *child* (single-threaded, async-signal-safe work only, the Mutex is never *locked* there):
 //!   zeroes the NOMASK counts, restores every watched signal's saved disposition (unless the
-//!   program replaced [`on_signal`] meanwhile), zeroes the watcher counts, replaces the doorbell
+//!   program replaced `on_signal` meanwhile), zeroes the watcher counts, replaces the doorbell
 //!   with a fresh eventfd under the *same* fd number (`dup3`, so a number the engine cached
 //!   stays valid but no longer wakes the parent's queues), then releases the Mutex it inherited
 //!   from *prepare*.
@@ -119,9 +119,9 @@
 //! # Limitations
 //!
 //! * A program that installs its own disposition *after* a signal kevent was registered
-//!   replaces [`on_signal`]: deliveries are no longer counted and NOMASK no longer holds. The
+//!   replaces `on_signal`: deliveries are no longer counted and NOMASK no longer holds. The
 //!   next NOMASK transition (first NOMASK watcher added, or last removed) reinstalls
-//!   [`on_signal`] and adopts the program's new disposition as the saved one; the last
+//!   `on_signal` and adopts the program's new disposition as the saved one; the last
 //!   [`unwatch`] leaves the program's disposition in place.
 //! * Deliveries are seen, not generations: a signal blocked in every thread stays pending
 //!   and is reported when a thread unblocks it; a program that takes it with `sigwaitinfo` or
@@ -137,7 +137,7 @@
 //!   atfork handler.)
 //! * Between the reset to `SIG_DFL` and the reinstallation around a raised terminate or stop
 //!   signal, other deliveries of that signal take the default action uncounted; a concurrent
-//!   last [`unwatch`] in that window can leave [`on_signal`] installed (it then keeps
+//!   last [`unwatch`] in that window can leave `on_signal` installed (it then keeps
 //!   delivering as usual). The emulated `SA_RESETHAND` has a similar window against the last
 //!   [`unwatch`]. The saved handler address and flags are two atomics: a delivery racing a
 //!   complete unwatch-then-watch cycle could read one from each.
@@ -149,7 +149,7 @@
 //! locals or statics, and converts a saved handler address back into a function pointer: that
 //! address was read by `sigaction` from the kernel and is neither `SIG_DFL` nor `SIG_IGN`, so
 //! it is a handler some code of this process installed, with the signature its `SA_SIGINFO`
-//! bit announces. Everything [`on_signal`] and the atfork child handler do is
+//! bit announces. Everything `on_signal` and the atfork child handler do is
 //! async-signal-safe: atomics, raw system calls and the `sigset_t` functions, no allocation, no
 //! lock; `errno` is saved and restored around them.
 #![allow(unsafe_code)]
@@ -167,14 +167,14 @@ use kevent_sys::Errno;
 /// (64 on most, 128 on MIPS). Slot 0 is never used.
 const SLOTS: usize = 129;
 
-/// Everything known about one signal number; read by [`on_signal`] without locks, written
-/// only under [`LOCK`] (and by the handler itself for the emulated `SA_RESETHAND`).
+/// Everything known about one signal number; read by `on_signal` without locks, written
+/// only under `LOCK` (and by the handler itself for the emulated `SA_RESETHAND`).
 struct Slot {
     /// Number of NOMASK watchers.
     nomask: AtomicU32,
     /// Number of watchers, NOMASK ones included.
     watchers: AtomicU32,
-    /// Deliveries [`on_signal`] saw, since the process started (monotonic).
+    /// Deliveries `on_signal` saw, since the process started (monotonic).
     delivered: AtomicU64,
     /// Saved `sa_sigaction` / `sa_handler` (or `SIG_DFL`, `SIG_IGN`).
     handler: AtomicUsize,
@@ -211,13 +211,13 @@ static LOCK: Mutex<()> = Mutex::new(());
 static ATFORK: OnceLock<c_int> = OnceLock::new();
 
 thread_local! {
-    /// This thread is inside (or entering) a [`LOCK`] critical section.
+    /// This thread is inside (or entering) a `LOCK` critical section.
     static IN_CRITICAL: Cell<bool> = const { Cell::new(false) };
     /// The guard the atfork prepare handler took, released by the parent or child handler.
     static FORK_GUARD: RefCell<Option<MutexGuard<'static, ()>>> = const { RefCell::new(None) };
 }
 
-/// A held [`LOCK`], with [`IN_CRITICAL`] set for as long as it may be held.
+/// A held `LOCK`, with `IN_CRITICAL` set for as long as it may be held.
 struct Critical {
     guard: Option<MutexGuard<'static, ()>>,
 }
@@ -277,7 +277,7 @@ fn check_signo(signo: i32) -> Result<usize, Errno> {
     }
 }
 
-/// The address [`on_signal`] is installed under.
+/// The address `on_signal` is installed under.
 fn on_signal_addr() -> usize {
     on_signal as extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) as usize
 }
@@ -340,7 +340,7 @@ fn mask_set(bits: [u64; 2]) -> libc::sigset_t {
     set
 }
 
-/// Stores `act` as `slot`'s saved disposition. [`on_signal`] itself is never saved (that would
+/// Stores `act` as `slot`'s saved disposition. `on_signal` itself is never saved (that would
 /// make it chain to itself): it is saved as `SIG_DFL`.
 fn save(slot: &Slot, act: &libc::sigaction) {
     let h = if act.sa_sigaction == on_signal_addr() {
@@ -364,7 +364,7 @@ fn saved_action(slot: &Slot) -> libc::sigaction {
     act
 }
 
-/// The `sigaction` that installs [`on_signal`] for `slot` (flags and mask per "Delivered as
+/// The `sigaction` that installs `on_signal` for `slot` (flags and mask per "Delivered as
 /// usual" in the module documentation).
 fn our_action(slot: &Slot) -> libc::sigaction {
     let h = slot.handler.load(SeqCst);
@@ -396,8 +396,8 @@ fn sigaction(signo: c_int, new: Option<&libc::sigaction>) -> Result<libc::sigact
     if rc == 0 { Ok(old) } else { Err(Errno::last()) }
 }
 
-/// Installs [`on_signal`] for `signo` (its flags recomputed). If the disposition it replaced
-/// is neither [`on_signal`] nor the saved one, the program changed it behind our back: that
+/// Installs `on_signal` for `signo` (its flags recomputed). If the disposition it replaced
+/// is neither `on_signal` nor the saved one, the program changed it behind our back: that
 /// disposition becomes the saved one and the installation is repeated (its flags and mask
 /// depend on the saved disposition).
 fn install(signo: c_int, slot: &Slot) -> Result<(), Errno> {
@@ -412,7 +412,7 @@ fn install(signo: c_int, slot: &Slot) -> Result<(), Errno> {
     Ok(())
 }
 
-/// Puts the saved disposition back, unless the current one is no longer [`on_signal`] (the
+/// Puts the saved disposition back, unless the current one is no longer `on_signal` (the
 /// program replaced it: its choice stays). Async-signal-safe.
 fn restore_if_ours(signo: c_int, slot: &Slot) {
     if let Ok(cur) = sigaction(signo, None) {
@@ -422,7 +422,7 @@ fn restore_if_ours(signo: c_int, slot: &Slot) {
     }
 }
 
-/// Creates the doorbell if it does not exist yet. Called with [`LOCK`] held.
+/// Creates the doorbell if it does not exist yet. Called with `LOCK` held.
 fn ensure_doorbell() -> Result<RawFd, Errno> {
     let fd = DOORBELL.load(SeqCst);
     if fd >= 0 {
@@ -461,7 +461,7 @@ fn ensure_atfork() -> Result<(), Errno> {
 /// `KEVENT_SIGNAL_NOMASK` bit.
 ///
 /// Reference-counted per `(signo, nomask)`. The first watch of `signo` saves its current
-/// disposition and installs [`on_signal`]; the first NOMASK watch makes deliveries
+/// disposition and installs `on_signal`; the first NOMASK watch makes deliveries
 /// invisible to the program until the last NOMASK [`unwatch`]. Creates the doorbell
 /// ([`doorbell_fd`]) if needed.
 ///
@@ -516,7 +516,7 @@ pub fn watch(signo: i32, nomask: bool) -> Result<(), Errno> {
 }
 
 /// Undoes one successful [`watch`]`(signo, nomask)`. The last unwatch of `signo` restores the
-/// saved disposition (unless the program replaced [`on_signal`] since: then its disposition
+/// saved disposition (unless the program replaced `on_signal` since: then its disposition
 /// stays). An unwatch without a matching watch, or of an invalid signal, does nothing.
 pub fn unwatch(signo: i32, nomask: bool) {
     let Ok(s) = check_signo(signo) else { return };
@@ -543,7 +543,7 @@ pub fn unwatch(signo: i32, nomask: bool) {
     }
 }
 
-/// How many deliveries of `signo` [`on_signal`] has seen since the process started (0 for a
+/// How many deliveries of `signo` `on_signal` has seen since the process started (0 for a
 /// signal never watched or invalid). Monotonic; see the engine contract (D8) in the module
 /// documentation.
 pub fn delivered(signo: i32) -> u64 {
@@ -553,7 +553,7 @@ pub fn delivered(signo: i32) -> u64 {
     }
 }
 
-/// The process-wide doorbell: a non-blocking, close-on-exec eventfd that [`on_signal`]
+/// The process-wide doorbell: a non-blocking, close-on-exec eventfd that `on_signal`
 /// writes 1 to after every delivery. Created once, on first use; the same fd number for the
 /// life of the process (a fork child gets a fresh eventfd under the same number).
 ///
@@ -650,7 +650,7 @@ fn deliver_as_usual(signo: c_int, slot: &Slot, info: *mut libc::siginfo_t, ctx: 
     }
 }
 
-/// Performs `SIG_DFL` for `signo` from inside [`on_signal`]. Async-signal-safe.
+/// Performs `SIG_DFL` for `signo` from inside `on_signal`. Async-signal-safe.
 fn default_action_now(signo: c_int, slot: &Slot) {
     if default_action(signo) == DefaultAction::Ignore {
         return;
@@ -671,7 +671,7 @@ fn default_action_now(signo: c_int, slot: &Slot) {
     }
 }
 
-/// atfork *prepare*: hold [`LOCK`] across `fork()` (module documentation, "fork").
+/// atfork *prepare*: hold `LOCK` across `fork()` (module documentation, "fork").
 unsafe extern "C" fn atfork_prepare() {
     if IN_CRITICAL.try_with(Cell::get).unwrap_or(true) {
         return;
@@ -684,19 +684,19 @@ unsafe extern "C" fn atfork_prepare() {
     });
 }
 
-/// Drops the guard taken by [`atfork_prepare`], if any.
+/// Drops the guard taken by `atfork_prepare`, if any.
 fn release_fork_guard() {
     let guard = FORK_GUARD.try_with(|cell| cell.try_borrow_mut().ok().and_then(|mut g| g.take()));
     drop(guard);
 }
 
-/// atfork *parent*: release [`LOCK`].
+/// atfork *parent*: release `LOCK`.
 unsafe extern "C" fn atfork_parent() {
     release_fork_guard();
 }
 
 /// atfork *child*: forget every watch (D11), give the child its own doorbell, release
-/// [`LOCK`]. Async-signal-safe (module documentation).
+/// `LOCK`. Async-signal-safe (module documentation).
 unsafe extern "C" fn atfork_child() {
     let errno = errno_ptr();
     // SAFETY: this thread's errno location.

@@ -62,7 +62,7 @@ impl Entry {
 pub struct TimerHeap {
     /// Entries in heap order: `heap[i]` is not after any of `heap[4i+1..=4i+4]`.
     heap: Vec<Entry>,
-    /// `pos[key]` = index of `key`'s entry in `heap`, or [`ABSENT`].
+    /// `pos[key]` = index of `key`'s entry in `heap`, or `ABSENT`.
     pos: Vec<u32>,
 }
 
