@@ -50,8 +50,17 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bindings.rs");
     println!("cargo:rustc-check-cfg=cfg(kevent_patched_header)");
     println!("cargo:rustc-check-cfg=cfg(kevent_header_syscalls)");
+    // Watch the header where it exists, else its directory (so that installing a patched
+    // kernel's headers later is noticed). A watched path that does not exist would make
+    // cargo rerun this script, and rebuild everything above it, on every build.
     for d in SYSTEM_INCLUDE_DIRS {
-        println!("cargo:rerun-if-changed={d}/linux/ukevent.h");
+        let header = Path::new(d).join("linux/ukevent.h");
+        let dir = Path::new(d).join("linux");
+        if header.exists() {
+            println!("cargo:rerun-if-changed={}", header.display());
+        } else if dir.is_dir() {
+            println!("cargo:rerun-if-changed={}", dir.display());
+        }
     }
 
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -60,18 +69,12 @@ fn main() {
         println!("cargo:rustc-env=KEVENT_BINDINGS_SOURCE=bundled include/linux/ukevent.h");
         return;
     };
-    println!(
-        "cargo:rerun-if-changed={}",
-        dir.join("linux/ukevent.h").display()
-    );
-    println!(
-        "cargo:rerun-if-changed={}",
-        dir.join("asm/unistd_64.h").display()
-    );
-    println!(
-        "cargo:rerun-if-changed={}",
-        dir.join("asm/unistd.h").display()
-    );
+    for f in ["linux/ukevent.h", "asm/unistd_64.h", "asm/unistd.h"] {
+        let path = dir.join(f);
+        if path.exists() {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+    }
     let text = match bindgen_config::generate(&dir, true) {
         Ok(text) => text,
         Err(e) => panic!(

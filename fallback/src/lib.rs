@@ -70,13 +70,14 @@ fn nonce() -> u32 {
 
 /// Runs `f` on the queue behind `fd`; a queue found closed or reused is released.
 fn with_queue<R>(fd: RawFd, f: impl FnOnce(&Queue) -> Result<R, Errno>) -> Result<R, Errno> {
-    let q = fdtable::lookup(fd)?;
-    let r = f(&q);
-    if r.is_err() && q.is_gone() {
-        fdtable::forget(fd, &q);
-        q.shut_down();
-    }
-    r
+    fdtable::with(fd, |q| {
+        let r = f(q);
+        if r.is_err() && q.is_gone() {
+            fdtable::forget(fd, q);
+            q.shut_down();
+        }
+        r
+    })?
 }
 
 /// `kevent_init(ring, num, flags)`—Creates a queue and returns its fd (close-on-exec).

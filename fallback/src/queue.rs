@@ -197,7 +197,11 @@ pub(crate) struct Queue {
 
 impl Queue {
     /// Creates a queue (its epoll is the returned fd) with an optional ring.
-    pub(crate) fn create(ring: Option<Ring>, epoch: u64, nonce: u32) -> Result<(Queue, OwnedFd), Errno> {
+    pub(crate) fn create(
+        ring: Option<Ring>,
+        epoch: u64,
+        nonce: u32,
+    ) -> Result<(Queue, OwnedFd), Errno> {
         let ep = sys::epoll_create()?;
         let wake = sys::eventfd()?;
         sys::epoll_ctl(
@@ -405,19 +409,48 @@ impl Queue {
     pub(crate) fn commit(&self, new_uidx: u32, over: u32) -> Result<u32, Errno> {
         self.verify()?;
         let mut st = self.lock();
-        st.ring.as_mut().ok_or(Errno::EINVAL)?.commit(new_uidx, over)
+        st.ring
+            .as_mut()
+            .ok_or(Errno::EINVAL)?
+            .commit(new_uidx, over)
     }
 
     /// The waiting loop shared by `get_events` and `wait`.
-    fn collect(&self, want: usize, sink: &mut Sink<'_>, mut deadline: Deadline) -> Result<u32, Errno> {
+    fn collect(
+        &self,
+        want: usize,
+        sink: &mut Sink<'_>,
+        mut deadline: Deadline,
+    ) -> Result<u32, Errno> {
         let ctx = self.ctx();
         let call = self.next_call();
         let mut events = [MaybeUninit::<libc::epoll_event>::uninit(); HARVEST];
         let mut parked: Vec<u32> = Vec::new();
-        let mut harvested = false;
-        let mut more = false;
+        let mut more;
         let mut nonblock_checked = false;
+        // The first harvest never blocks and runs before the lock is taken: when it finds
+        // enough (the busy server's case), a wait costs one epoll_wait and one lock.
+        let first_cap = match sink {
+            Sink::Buffer { buf, .. } => buf.len(),
+            Sink::Ring { limit, .. } => *limit,
+        }
+        .saturating_add(8)
+        .min(HARVEST);
+        let first = sys::epoll_wait(self.epfd, &mut events[..first_cap], 0);
         let mut st = self.lock();
+        match first {
+            Ok(got) => {
+                more = got.len() == first_cap;
+                st.take_ready(call, sink, ctx);
+                if st.absorb(got, call, sink, ctx, &mut parked) {
+                    drop(st);
+                    let v = self.verify();
+                    st = self.lock();
+                    v?;
+                }
+            }
+            Err(e) => return Err(e),
+        }
         let result = loop {
             if st.dead {
                 break Err(Errno::EBADF);
@@ -427,14 +460,12 @@ impl Queue {
             if room == 0 {
                 break Ok(());
             }
-            // The first harvest never blocks: when it finds enough, no clock read, no
-            // O_NONBLOCK check and no sleep are needed.
-            let mut timeout_ns = if !harvested || sink.count() >= want {
+            let mut timeout_ns = if sink.count() >= want {
                 0
             } else {
                 deadline.remaining()
             };
-            if harvested && timeout_ns == 0 && !more {
+            if timeout_ns == 0 && !more {
                 break Ok(());
             }
             if timeout_ns > 0 && st.wake_token {
@@ -475,7 +506,6 @@ impl Queue {
                 Ok(got) => got,
                 Err(e) => break Err(e),
             };
-            harvested = true;
             more = got.len() == cap;
             let foreign = st.absorb(got, call, sink, ctx, &mut parked);
             if foreign || (got.is_empty() && sleeping && !woken) {
@@ -490,6 +520,10 @@ impl Queue {
             }
             if woken {
                 st.take_ready(call, sink, ctx);
+                break Ok(());
+            }
+            if !more && sink.count() >= want && st.ready.is_empty() && st.orphans.is_empty() {
+                // The common case: one harvest found enough, nothing else is queued.
                 break Ok(());
             }
         };
@@ -518,9 +552,14 @@ impl Queue {
     ) -> Result<(), Errno> {
         let ctx = self.ctx();
         let mut st = self.lock();
-        let slot = st.reg.find((KEVENT_POSIX_TIMER, timer)).ok_or(Errno::EINVAL)?;
+        let slot = st
+            .reg
+            .find((KEVENT_POSIX_TIMER, timer))
+            .ok_or(Errno::EINVAL)?;
         if let Some(Kevent {
-            source: Source::Timer { interval_ns: iv, .. },
+            source: Source::Timer {
+                interval_ns: iv, ..
+            },
             ..
         }) = st.reg.get_mut(slot)
         {
@@ -538,7 +577,10 @@ impl Queue {
     /// The next expiry and period of a POSIX timer kevent.
     pub(crate) fn posix_timer_get(&self, timer: u64) -> Result<(Option<u64>, u64), Errno> {
         let st = self.lock();
-        let slot = st.reg.find((KEVENT_POSIX_TIMER, timer)).ok_or(Errno::EINVAL)?;
+        let slot = st
+            .reg
+            .find((KEVENT_POSIX_TIMER, timer))
+            .ok_or(Errno::EINVAL)?;
         let interval = match st.reg.get(slot) {
             Some(Kevent {
                 source: Source::Timer { interval_ns, .. },
@@ -700,7 +742,13 @@ impl State {
         match &mut kev.source {
             Source::Fd { fd, .. } => {
                 let events = fd::epoll_events(uk.type_, uk.event, uk.req_flags);
-                match sys::epoll_ctl(ctx.epfd, libc::EPOLL_CTL_ADD, *fd, events, token::make(generation, slot)) {
+                match sys::epoll_ctl(
+                    ctx.epfd,
+                    libc::EPOLL_CTL_ADD,
+                    *fd,
+                    events,
+                    token::make(generation, slot),
+                ) {
                     Ok(()) => Ok(()),
                     // No ->poll (regular file): the fd is of the wrong kind.
                     Err(Errno::EPERM) => Err(Errno::EINVAL),
@@ -711,8 +759,16 @@ impl State {
                 let first = crate::timer::monotonic_now_ns().saturating_add(*interval_ns);
                 self.schedule_timer(slot, first, ctx)
             }
-            Source::Signal { signo, nomask, seen } => {
-                dispatch::watch(*signo, *nomask)?;
+            Source::Signal {
+                signo,
+                nomask,
+                seen,
+            } => {
+                if let Err(e) = dispatch::watch(*signo, *nomask) {
+                    // Not watched: `unregister` must not unwatch it.
+                    *signo = 0;
+                    return Err(e);
+                }
                 *seen = dispatch::delivered(*signo);
                 self.signal_slots.push(slot);
                 if !self.doorbell {
@@ -809,7 +865,9 @@ impl State {
                 self.timers.cancel(slot);
             }
             Source::Signal { signo, nomask, .. } => {
-                dispatch::unwatch(signo, nomask);
+                if signo > 0 {
+                    dispatch::unwatch(signo, nomask);
+                }
                 self.signal_slots.retain(|&s| s != slot);
             }
             Source::Inode { wd } => {
@@ -844,8 +902,14 @@ impl State {
         }
         let generation = self.reg.generation(slot).unwrap_or(0);
         let events = fd::epoll_events(kev.uk.type_, kev.uk.event, kev.uk.req_flags);
-        sys::epoll_ctl(ctx.epfd, libc::EPOLL_CTL_MOD, *fd, events, token::make(generation, slot))
-            .is_err()
+        sys::epoll_ctl(
+            ctx.epfd,
+            libc::EPOLL_CTL_MOD,
+            *fd,
+            events,
+            token::make(generation, slot),
+        )
+        .is_err()
     }
 
     /// **D10**: a stale registration is unregistered at once (so the new file can be added
@@ -884,8 +948,14 @@ impl State {
         kev.uk.set_cookie(e.cookie());
         if let Source::Fd { fd, .. } = kev.source {
             let events = fd::epoll_events(kev.uk.type_, kev.uk.event, kev.uk.req_flags);
-            if sys::epoll_ctl(ctx.epfd, libc::EPOLL_CTL_MOD, fd, events, token::make(generation, slot))
-                .is_err()
+            if sys::epoll_ctl(
+                ctx.epfd,
+                libc::EPOLL_CTL_MOD,
+                fd,
+                events,
+                token::make(generation, slot),
+            )
+            .is_err()
             {
                 // D10: the fd no longer names the registered file.
                 self.unregister(slot, ctx, true);
@@ -909,6 +979,9 @@ impl State {
 
     /// Moves queued kevents into the sink, oldest first.
     fn take_ready(&mut self, call: u32, sink: &mut Sink<'_>, ctx: Ctx) {
+        if self.ready.is_empty() && self.orphans.is_empty() {
+            return;
+        }
         while sink.room(self.ring.as_ref()) > 0 {
             let Some(ev) = self.orphans.pop_front() else {
                 break;
@@ -932,7 +1005,14 @@ impl State {
 
     /// Delivers one kevent into the sink, applying the rules. `fresh` is the readiness epoll
     /// reported in this very call (no LAST_CHECK needed). Returns whether it was delivered.
-    fn deliver(&mut self, slot: u32, fresh: Option<u32>, call: u32, sink: &mut Sink<'_>, ctx: Ctx) -> bool {
+    fn deliver(
+        &mut self,
+        slot: u32,
+        fresh: Option<u32>,
+        call: u32,
+        sink: &mut Sink<'_>,
+        ctx: Ctx,
+    ) -> bool {
         let Some(kev) = self.reg.get_mut(slot) else {
             return false;
         };
@@ -1058,7 +1138,13 @@ impl State {
         }) = self.reg.get(slot)
         {
             let events = fd::epoll_events(uk.type_, uk.event, uk.req_flags) | extra;
-            let _ = sys::epoll_ctl(ctx.epfd, libc::EPOLL_CTL_MOD, *fd, events, token::make(generation, slot));
+            let _ = sys::epoll_ctl(
+                ctx.epfd,
+                libc::EPOLL_CTL_MOD,
+                *fd,
+                events,
+                token::make(generation, slot),
+            );
         }
     }
 
@@ -1092,7 +1178,9 @@ impl State {
                 Some(n) => n - *interval_ns,
                 None => deadline,
             };
-            kev.pending = kev.pending.saturating_add(count.min(u32::MAX as u64) as u32);
+            kev.pending = kev
+                .pending
+                .saturating_add(count.min(u32::MAX as u64) as u32);
             if let Some(n) = next {
                 self.timers.schedule(slot, n);
             }
@@ -1114,7 +1202,9 @@ impl State {
             };
             let now = dispatch::delivered(*signo);
             if now > *seen {
-                kev.pending = kev.pending.saturating_add((now - *seen).min(u32::MAX as u64) as u32);
+                kev.pending = kev
+                    .pending
+                    .saturating_add((now - *seen).min(u32::MAX as u64) as u32);
                 *seen = now;
                 self.queue(slot);
             }

@@ -149,7 +149,10 @@ mod tests {
     fn colliding_ids_register_and_remove() {
         let mut r = Registry::new(3);
         let ids: Vec<u64> = (0..20_000u64).map(|i| 42 + 512 * i).collect();
-        let slots: Vec<u32> = ids.iter().map(|&id| r.insert((9, id), id).unwrap()).collect();
+        let slots: Vec<u32> = ids
+            .iter()
+            .map(|&id| r.insert((9, id), id).unwrap())
+            .collect();
         assert_eq!(r.len(), ids.len());
         for (&id, &slot) in ids.iter().zip(&slots) {
             assert_eq!(r.find((9, id)), Some(slot));

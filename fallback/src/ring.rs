@@ -183,7 +183,14 @@ mod tests {
     fn d13_single_consumer_releases_exactly_what_it_read() {
         // n = 8, produced 5 from 0, consumer read 3.
         let c = commit_rule(8, 5, 0, 0, 3, 0).unwrap();
-        assert_eq!(c, Commit { released: 3, uidx: 3, over: 0 });
+        assert_eq!(
+            c,
+            Commit {
+                released: 3,
+                uidx: 3,
+                over: 0
+            }
+        );
     }
 
     #[test]
@@ -209,10 +216,24 @@ mod tests {
     fn d13_wrap_increments_over() {
         // n = 4: uidx 3, kidx 1 (2 used: slots 3 and 0). Commit 1 crosses the end.
         let c = commit_rule(4, 1, 3, 7, 1, 7).unwrap();
-        assert_eq!(c, Commit { released: 2, uidx: 1, over: 8 });
+        assert_eq!(
+            c,
+            Commit {
+                released: 2,
+                uidx: 1,
+                over: 8
+            }
+        );
         // Committing to 0 (exactly the end) also wraps.
         let c = commit_rule(4, 1, 3, 7, 0, 7).unwrap();
-        assert_eq!(c, Commit { released: 1, uidx: 0, over: 8 });
+        assert_eq!(
+            c,
+            Commit {
+                released: 1,
+                uidx: 0,
+                over: 8
+            }
+        );
     }
 
     #[test]
@@ -238,7 +259,10 @@ mod tests {
         assert!(ring.push(&ev));
         assert!(ring.push(&ev));
         assert!(ring.push(&ev));
-        assert!(!ring.push(&ev), "a ring of 4 holds at most 3 uncommitted events");
+        assert!(
+            !ring.push(&ev),
+            "a ring of 4 holds at most 3 uncommitted events"
+        );
         ring.publish();
         assert_eq!(mem[0] as u32, 3, "ring_kidx published");
         assert_eq!(ring.commit(3, 0), Ok(3));

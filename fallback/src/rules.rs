@@ -5,10 +5,9 @@
 //! and whether the kevent stays registered. Unit-tested without any fd.
 
 use kevent_sys::{
-    Errno, KEVENT_INODE, KEVENT_POLL, KEVENT_POSIX_TIMER, KEVENT_REQ_ALWAYS_QUEUE,
-    KEVENT_REQ_ET, KEVENT_REQ_LAST_CHECK, KEVENT_REQ_ONESHOT, KEVENT_REQ_READY,
-    KEVENT_REQ_WAKEUP_ALL, KEVENT_RET_BROKEN, KEVENT_RET_DONE, KEVENT_SIGNAL, KEVENT_TIMER,
-    KEVENT_UNOTIFY, ukevent,
+    Errno, KEVENT_INODE, KEVENT_POLL, KEVENT_POSIX_TIMER, KEVENT_REQ_ALWAYS_QUEUE, KEVENT_REQ_ET,
+    KEVENT_REQ_LAST_CHECK, KEVENT_REQ_ONESHOT, KEVENT_REQ_READY, KEVENT_REQ_WAKEUP_ALL,
+    KEVENT_RET_BROKEN, KEVENT_RET_DONE, KEVENT_SIGNAL, KEVENT_TIMER, KEVENT_UNOTIFY, ukevent,
 };
 
 /// Every request flag of spec section 4.
@@ -142,7 +141,7 @@ pub(crate) fn ready_at_add(entry: &mut ukevent, data: [u32; 2]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kevent_sys::{KEVENT_SOCKET, KEVENT_RET_COPY_FAILED, kevent_id};
+    use kevent_sys::{KEVENT_RET_COPY_FAILED, KEVENT_SOCKET, kevent_id};
 
     fn ev(type_: u32, req: u32) -> ukevent {
         ukevent::new(type_, kevent_id::from_u64(3), 1, req)
@@ -151,7 +150,10 @@ mod tests {
     #[test]
     fn s4_always_queue_registers_a_ready_entry() {
         assert_eq!(on_add(0, true), AddAction::ReturnReady);
-        assert_eq!(on_add(KEVENT_REQ_ALWAYS_QUEUE, true), AddAction::RegisterQueued);
+        assert_eq!(
+            on_add(KEVENT_REQ_ALWAYS_QUEUE, true),
+            AddAction::RegisterQueued
+        );
         assert_eq!(on_add(KEVENT_REQ_ALWAYS_QUEUE, false), AddAction::Register);
         assert_eq!(on_add(0, false), AddAction::Register);
     }
@@ -164,7 +166,10 @@ mod tests {
 
     #[test]
     fn s4_oneshot_leaves_registry_with_done() {
-        let d = deliver(&ev(KEVENT_SOCKET, KEVENT_REQ_ONESHOT), Report::Ready([0, 0]));
+        let d = deliver(
+            &ev(KEVENT_SOCKET, KEVENT_REQ_ONESHOT),
+            Report::Ready([0, 0]),
+        );
         assert!(d.unregister);
         assert_eq!(d.event.ret_flags, KEVENT_RET_DONE);
         let d = deliver(&ev(KEVENT_SOCKET, 0), Report::Ready([7, 0]));

@@ -4,14 +4,51 @@
 use kevent_fallback as kf;
 use kevent_sys::*;
 
-const NOW: libc::timespec = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+const NOW: libc::timespec = libc::timespec {
+    tv_sec: 0,
+    tv_nsec: 0,
+};
 
 fn secs(s: i64) -> libc::timespec {
-    libc::timespec { tv_sec: s, tv_nsec: 0 }
+    libc::timespec {
+        tv_sec: s,
+        tv_nsec: 0,
+    }
 }
 
 fn user(id: u64, req: u32) -> ukevent {
     ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(id), 0, req)
+}
+
+fn close(fd: i32) {
+    // SAFETY: closes an fd this test opened; no memory is involved.
+    unsafe { libc::close(fd) };
+}
+
+fn socketpair() -> [i32; 2] {
+    let mut sv = [0; 2];
+    // SAFETY: `sv` is valid for writes of two ints.
+    let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) };
+    assert_eq!(r, 0);
+    sv
+}
+
+fn pipe() -> [i32; 2] {
+    let mut p = [0; 2];
+    // SAFETY: `p` is valid for writes of two ints.
+    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+    p
+}
+
+fn write1(fd: i32) -> isize {
+    // SAFETY: writes one byte from a static.
+    unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) }
+}
+
+fn read1(fd: i32) -> isize {
+    let mut c = 0u8;
+    // SAFETY: reads at most one byte into `c`.
+    unsafe { libc::read(fd, (&mut c as *mut u8).cast(), 1) }
 }
 
 fn queue() -> i32 {
@@ -28,7 +65,11 @@ fn unotify_ready_then_get_events() {
     assert_eq!(kf::kevent_get_events(q, 0, &mut buf, &NOW, 0), Ok(0));
     let mut ready = [user(8, 0), user(99, 0)];
     assert_eq!(kf::kevent_ctl(q, KEVENT_CTL_READY, &mut ready), Ok(1));
-    assert_eq!(ready[0].id.as_u64(), 99, "not-found entry copied to the start");
+    assert_eq!(
+        ready[0].id.as_u64(),
+        99,
+        "not-found entry copied to the start"
+    );
     let n = kf::kevent_get_events(q, 1, &mut buf, &secs(1), 0).unwrap();
     assert_eq!(n, 1);
     assert_eq!(buf[0].id.as_u64(), 8);
@@ -37,26 +78,38 @@ fn unotify_ready_then_get_events() {
     let mut rm = [user(8, 0)];
     kf::kevent_ctl(q, KEVENT_CTL_REMOVE, &mut rm).unwrap();
     assert_eq!(rm[0].ret_flags, KEVENT_RET_BROKEN | KEVENT_RET_DONE);
-    unsafe { libc::close(q) };
+    close(q);
 }
 
 #[test]
 fn socket_level_and_timer() {
     let q = queue();
-    let mut sv = [0; 2];
-    assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) }, 0);
-    let mut add = [ukevent::new(KEVENT_SOCKET, kevent_id::from_raw([sv[0] as u32, 0]), KEVENT_SOCKET_RECV, 0)];
+    let sv = socketpair();
+    let mut add = [ukevent::new(
+        KEVENT_SOCKET,
+        kevent_id::from_raw([sv[0] as u32, 0]),
+        KEVENT_SOCKET_RECV,
+        0,
+    )];
     assert_eq!(kf::kevent_ctl(q, KEVENT_CTL_ADD, &mut add), Ok(0));
-    assert_eq!(unsafe { libc::write(sv[1], b"x".as_ptr().cast(), 1) }, 1);
+    assert_eq!(write1(sv[1]), 1);
     let mut buf = [ukevent::default(); 8];
     for _ in 0..3 {
-        assert_eq!(kf::kevent_get_events(q, 1, &mut buf, &secs(1), 0), Ok(1), "level: every wait");
+        assert_eq!(
+            kf::kevent_get_events(q, 1, &mut buf, &secs(1), 0),
+            Ok(1),
+            "level: every wait"
+        );
     }
-    let mut c = 0u8;
-    assert_eq!(unsafe { libc::read(sv[0], (&mut c as *mut u8).cast(), 1) }, 1);
+    assert_eq!(read1(sv[0]), 1);
     assert_eq!(kf::kevent_get_events(q, 0, &mut buf, &NOW, 0), Ok(0));
 
-    let mut t = [ukevent::new(KEVENT_TIMER, kevent_id::from_raw([0, 20_000_000]), KEVENT_TIMER_FIRED, 0)];
+    let mut t = [ukevent::new(
+        KEVENT_TIMER,
+        kevent_id::from_raw([0, 20_000_000]),
+        KEVENT_TIMER_FIRED,
+        0,
+    )];
     assert_eq!(kf::kevent_ctl(q, KEVENT_CTL_ADD, &mut t), Ok(0));
     let start = std::time::Instant::now();
     let n = kf::kevent_get_events(q, 1, &mut buf, &secs(2), 0).unwrap();
@@ -64,9 +117,9 @@ fn socket_level_and_timer() {
     assert_eq!(buf[0].type_, KEVENT_TIMER);
     assert!(start.elapsed() >= std::time::Duration::from_millis(19));
     assert!(buf[0].ret_data[1] >= 1);
-    unsafe { libc::close(q) };
-    unsafe { libc::close(sv[0]) };
-    unsafe { libc::close(sv[1]) };
+    close(q);
+    close(sv[0]);
+    close(sv[1]);
 }
 
 #[test]
@@ -78,7 +131,11 @@ fn ring_wait_commit() {
     let q = unsafe { kf::kevent_init(ring, n, 0) }.unwrap();
     let mut add: Vec<ukevent> = (0..6).map(|i| user(i, KEVENT_REQ_READY)).collect();
     assert_eq!(kf::kevent_ctl(q, KEVENT_CTL_ADD, &mut add), Ok(0));
-    assert_eq!(kf::kevent_wait(q, 4, 0, &NOW, 0), Ok(3), "one slot stays free (D12)");
+    assert_eq!(
+        kf::kevent_wait(q, 4, 0, &NOW, 0),
+        Ok(3),
+        "one slot stays free (D12)"
+    );
     assert_eq!(kf::kevent_wait(q, 4, 1, &NOW, 0), Ok(0), "stale old_uidx");
     assert_eq!(kf::kevent_commit(q, 3, 0), Ok(3));
     assert_eq!(kf::kevent_commit(q, 3, 0), Ok(0), "stale commit");
@@ -87,16 +144,15 @@ fn ring_wait_commit() {
     assert_eq!(kf::kevent_commit(q, 2, 5), Err(Errno::EOVERFLOW));
     assert_eq!(kf::kevent_commit(q, 2, 0), Ok(3));
     assert_eq!((mem[0] >> 32) as u32, 1, "ring_over");
-    unsafe { libc::close(q) };
+    close(q);
 }
 
 #[test]
 fn bad_fds() {
     assert_eq!(kf::kevent_commit(-1, 0, 0), Err(Errno::EBADF));
-    let mut p = [0; 2];
-    unsafe { libc::pipe(p.as_mut_ptr()) };
+    let p = pipe();
     assert_eq!(kf::kevent_commit(p[0], 0, 0), Err(Errno::EINVAL));
     let q = queue();
-    unsafe { libc::close(q) };
+    close(q);
     assert_eq!(kf::kevent_commit(1 << 20, 0, 0), Err(Errno::EBADF));
 }

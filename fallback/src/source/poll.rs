@@ -18,5 +18,9 @@ pub(crate) fn epoll_events(event: u32) -> u32 {
 pub(crate) fn report(event: u32, revents: u32) -> Option<Report> {
     let always = (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) as u32;
     let bits = revents & (event | always);
-    if bits != 0 { Some(Report::Ready([bits, 0])) } else { None }
+    if bits != 0 {
+        Some(Report::Ready([bits, 0]))
+    } else {
+        None
+    }
 }
