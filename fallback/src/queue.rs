@@ -294,7 +294,8 @@ impl Queue {
         let ctx = self.ctx();
         let slots: Vec<u32> = st.reg.iter().map(|(slot, _)| slot).collect();
         for slot in slots {
-            st.unregister(slot, ctx, false);
+            // The queue fd is closed or names another epoll now: never touch it.
+            st.unregister(slot, ctx, true);
         }
         st.ready.clear();
     }
@@ -425,7 +426,10 @@ impl Queue {
         let ctx = self.ctx();
         let call = self.next_call();
         let mut events = [MaybeUninit::<libc::epoll_event>::uninit(); HARVEST];
+        // Level kevents this wait delivered and epoll reported again; the first `parked_upto`
+        // are switched to edge-triggered until the wait ends.
         let mut parked: Vec<u32> = Vec::new();
+        let mut parked_upto = 0;
         let mut more;
         let mut nonblock_checked = false;
         // The first harvest never blocks and runs before the lock is taken: when it finds
@@ -485,6 +489,12 @@ impl Queue {
                 }
             }
             let sleeping = timeout_ns > 0;
+            if sleeping {
+                while parked_upto < parked.len() {
+                    st.park(parked[parked_upto], ctx);
+                    parked_upto += 1;
+                }
+            }
             let wake_gen = st.wake_gen;
             if sleeping {
                 st.sleepers += 1;
@@ -527,7 +537,7 @@ impl Queue {
                 break Ok(());
             }
         };
-        for slot in parked {
+        for &slot in &parked[..parked_upto] {
             st.unpark(slot, ctx);
         }
         if let Some(ring) = &st.ring {
@@ -1102,10 +1112,13 @@ impl State {
                 continue;
             }
             if kev.stamp == call {
-                // Delivered by this wait already (level: epoll reports it again). Park it
-                // edge-triggered until the wait ends so it does not spin the wait.
-                if !rules::edge(kev.uk.req_flags) && kev.uk.req_flags & KEVENT_REQ_ONESHOT == 0 {
-                    self.park(slot, ctx);
+                // Delivered by this wait already; a level source that epoll reports again
+                // would make a wait for more (min_nr) spin: remember it, and park it
+                // edge-triggered if the wait goes to sleep.
+                if !rules::edge(kev.uk.req_flags)
+                    && kev.uk.req_flags & KEVENT_REQ_ONESHOT == 0
+                    && !parked.contains(&slot)
+                {
                     parked.push(slot);
                 }
                 continue;

@@ -156,3 +156,61 @@ fn bad_fds() {
     close(q);
     assert_eq!(kf::kevent_commit(1 << 20, 0, 0), Err(Errno::EBADF));
 }
+
+#[test]
+fn threads_move_oneshot_user_events_exactly_once() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const N: u64 = 200_000;
+    let q = queue();
+    let mut add: Vec<ukevent> = (0..N).map(|i| user(i, KEVENT_REQ_ONESHOT)).collect();
+    for chunk in add.chunks_mut(4096) {
+        assert_eq!(kf::kevent_ctl(q, KEVENT_CTL_ADD, chunk), Ok(0));
+    }
+    let seen = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect::<Vec<_>>());
+    let total = Arc::new(AtomicUsize::new(0));
+    let waiters: Vec<_> = (0..4)
+        .map(|_| {
+            let (seen, total) = (Arc::clone(&seen), Arc::clone(&total));
+            std::thread::spawn(move || {
+                let mut buf = [ukevent::default(); 64];
+                let t = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 50_000_000,
+                };
+                while total.load(Ordering::SeqCst) < N as usize {
+                    let n = kf::kevent_get_events(q, 1, &mut buf, &t, 0).unwrap() as usize;
+                    for e in &buf[..n] {
+                        seen[e.id.as_u64() as usize].fetch_add(1, Ordering::SeqCst);
+                    }
+                    total.fetch_add(n, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    let readiers: Vec<_> = (0..2u64)
+        .map(|r| {
+            std::thread::spawn(move || {
+                let ids: Vec<u64> = (0..N).filter(|i| i % 2 == r).collect();
+                for chunk in ids.chunks(97) {
+                    let mut marks: Vec<ukevent> = chunk.iter().map(|&i| user(i, 0)).collect();
+                    assert_eq!(
+                        kf::kevent_ctl(q, KEVENT_CTL_READY, &mut marks),
+                        Ok(chunk.len() as u32)
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in readiers {
+        t.join().unwrap();
+    }
+    for t in waiters {
+        t.join().unwrap();
+    }
+    assert_eq!(total.load(Ordering::SeqCst), N as usize);
+    for (i, s) in seen.iter().enumerate() {
+        assert_eq!(s.load(Ordering::SeqCst), 1, "id {i}");
+    }
+    close(q);
+}
