@@ -38,3 +38,15 @@ impl Kevent {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn kevent_stays_small() {
+        // Memory per registered kevent is a benchmark target (<= 128 bytes per timer, with
+        // the key index and the timer heap); keep the entry itself in check.
+        let size = std::mem::size_of::<super::Kevent>();
+        println!("size_of::<Kevent>() = {size}");
+        assert!(size <= 96, "Kevent grew to {size} bytes");
+    }
+}

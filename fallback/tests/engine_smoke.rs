@@ -214,3 +214,56 @@ fn threads_move_oneshot_user_events_exactly_once() {
     }
     close(q);
 }
+
+fn thread_cpu_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is valid for writes.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
+#[test]
+fn d4_min_nr_waits_for_more_without_spinning_on_level_sources() {
+    let q = queue();
+    let a = socketpair();
+    let b = socketpair();
+    let mut add = [
+        ukevent::new(
+            KEVENT_SOCKET,
+            kevent_id::from_raw([a[0] as u32, 0]),
+            KEVENT_SOCKET_RECV,
+            0,
+        ),
+        ukevent::new(
+            KEVENT_SOCKET,
+            kevent_id::from_raw([b[0] as u32, 0]),
+            KEVENT_SOCKET_RECV,
+            0,
+        ),
+    ];
+    assert_eq!(kf::kevent_ctl(q, KEVENT_CTL_ADD, &mut add), Ok(0));
+    assert_eq!(write1(a[1]), 1);
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        assert_eq!(write1(b[1]), 1);
+    });
+    let cpu0 = thread_cpu_ms();
+    let start = std::time::Instant::now();
+    let mut buf = [ukevent::default(); 8];
+    let n = kf::kevent_get_events(q, 2, &mut buf, &secs(5), 0).unwrap();
+    let cpu = thread_cpu_ms() - cpu0;
+    writer.join().unwrap();
+    assert_eq!(n, 2, "both sockets, each once");
+    assert_ne!(buf[0].id.raw()[0], buf[1].id.raw()[0]);
+    assert!(start.elapsed() >= std::time::Duration::from_millis(140));
+    assert!(cpu < 100, "the wait spun: {cpu} ms of CPU");
+    // Level again: both still readable, both delivered by the next wait.
+    assert_eq!(kf::kevent_get_events(q, 2, &mut buf, &NOW, 0), Ok(2));
+    close(q);
+    for fd in [a[0], a[1], b[0], b[1]] {
+        close(fd);
+    }
+}
