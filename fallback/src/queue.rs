@@ -615,16 +615,13 @@ impl Queue {
         );
         uk.set_cookie(cookie);
         let kev = Kevent::new(
-            uk,
+            &uk,
             Source::Timer {
                 interval_ns: 0,
                 last_expiry_ns: 0,
             },
         );
-        st.reg
-            .insert((KEVENT_POSIX_TIMER, timer), kev)
-            .map(drop)
-            .ok_or(Errno::EAGAIN)
+        st.reg.insert(kev).map(drop).ok_or(Errno::EAGAIN)
     }
 
     /// Unregisters a POSIX timer kevent.
@@ -725,7 +722,7 @@ impl State {
         uk.ret_data = [0, 0];
         let slot = self
             .reg
-            .insert(key, Kevent::new(uk, prepared.source))
+            .insert(Kevent::new(&uk, prepared.source))
             .ok_or(Errno::ENOMEM)?;
         if let Err(err) = self.arm(slot, ctx) {
             self.unregister(slot, ctx, false);
@@ -795,7 +792,7 @@ impl State {
                 Ok(())
             }
             Source::Inode { wd } => {
-                let dir = uk.id.raw()[0] as RawFd;
+                let dir = uk.id0() as RawFd;
                 let ino = match &self.inotify {
                     Some(fd) => fd.as_raw_fd(),
                     None => {
@@ -857,11 +854,7 @@ impl State {
     /// registered file: then no `EPOLL_CTL_DEL` is issued, since it could hit another
     /// registration of the file that now has that number.
     fn unregister(&mut self, slot: u32, ctx: Ctx, stale: bool) {
-        let Some(kev) = self.reg.get(slot) else {
-            return;
-        };
-        let key = (kev.uk.type_, kev.uk.id.as_u64());
-        let Some(kev) = self.reg.remove(key, slot) else {
+        let Some(kev) = self.reg.remove(slot) else {
             return;
         };
         match kev.source {
@@ -907,7 +900,7 @@ impl State {
             return false;
         };
         match sys::file_id(*fd) {
-            Ok(now) if now.same_file(file) => {}
+            Ok(now) if now.identity() == *file => {}
             _ => return true,
         }
         let generation = self.reg.generation(slot).unwrap_or(0);
@@ -926,7 +919,7 @@ impl State {
     /// under the same key) and reported once, as `BROKEN|DONE` with `-EBADF`.
     fn report_stale(&mut self, slot: u32, ctx: Ctx) {
         if let Some(kev) = self.reg.get(slot) {
-            let d = rules::deliver(&kev.uk, Report::Broken(Errno::EBADF));
+            let d = rules::deliver(&kev.uk.to_ukevent(), Report::Broken(Errno::EBADF));
             self.orphans.push_back(d.event);
         }
         self.unregister(slot, ctx, true);
@@ -955,7 +948,7 @@ impl State {
         };
         kev.uk.event = e.event;
         kev.uk.req_flags = rules::effective_req_flags(e.type_, e.req_flags);
-        kev.uk.set_cookie(e.cookie());
+        kev.uk.cookie = e.cookie();
         if let Source::Fd { fd, .. } = kev.source {
             let events = fd::epoll_events(kev.uk.type_, kev.uk.event, kev.uk.req_flags);
             if sys::epoll_ctl(
@@ -1052,7 +1045,7 @@ impl State {
         if rules::readiness(uk.type_) == Readiness::Occurrence && kev.pending == 0 && !kev.marked {
             return false;
         }
-        let d = rules::deliver(&uk, report);
+        let d = rules::deliver(&uk.to_ukevent(), report);
         kev.stamp = call;
         kev.pending = 0;
         kev.marked = false;

@@ -215,9 +215,9 @@ impl FileId {
     pub(crate) fn is_dir(&self) -> bool {
         self.kind == libc::S_IFDIR
     }
-    /// Whether two ids name the same file.
-    pub(crate) fn same_file(&self, other: &FileId) -> bool {
-        self.dev == other.dev && self.ino == other.ino
+    /// What names the file (not its kind), as a registration keeps it for **D10**.
+    pub(crate) fn identity(&self) -> (u64, u64) {
+        (self.dev, self.ino)
     }
 }
 

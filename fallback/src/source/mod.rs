@@ -31,13 +31,13 @@ use kevent_sys::{
 };
 
 use crate::rules::Report;
-use crate::sys::FileId;
 
 /// A kevent's source state.
 #[derive(Debug)]
 pub(crate) enum Source {
-    /// SOCKET, PIPE, POLL: the fd and the file it named at ADD (**D10**).
-    Fd { fd: RawFd, file: FileId },
+    /// SOCKET, PIPE, POLL: the fd and the identity (`st_dev`, `st_ino`) of the file it
+    /// named at ADD (**D10**).
+    Fd { fd: RawFd, file: (u64, u64) },
     /// TIMER and POSIX_TIMER: the period (0 = fires once) and the last expiry.
     Timer {
         interval_ns: u64,
@@ -83,7 +83,10 @@ pub(crate) fn prepare(uk: &ukevent) -> Result<Prepared, Errno> {
             let file = fd::validate(uk.type_, fd)?;
             let revents = fd::poll_now(uk.type_, fd, uk.event);
             Ok(Prepared {
-                source: Source::Fd { fd, file },
+                source: Source::Fd {
+                    fd,
+                    file: file.identity(),
+                },
                 ready_now: fd::report(uk.type_, fd, uk.event, revents),
             })
         }
