@@ -8,19 +8,31 @@ use kevent_sys::*;
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     pages * 4096
 }
 
 fn main() {
-    let n: u32 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let n: u32 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
     // SAFETY: no ring.
     let q = unsafe { kf::kevent_init(std::ptr::null_mut(), 0, 0) }.unwrap();
     let mut batch: Vec<ukevent> = Vec::with_capacity(1024);
     let before = rss_bytes();
     for i in 0..n {
         // 60 s plus i ns: none fires during the measurement.
-        batch.push(ukevent::new(KEVENT_TIMER, kevent_id::from_raw([60, i]), KEVENT_TIMER_FIRED, 0));
+        batch.push(ukevent::new(
+            KEVENT_TIMER,
+            kevent_id::from_raw([60, i]),
+            KEVENT_TIMER_FIRED,
+            0,
+        ));
         if batch.len() == 1024 || i + 1 == n {
             assert_eq!(kf::kevent_ctl(q, KEVENT_CTL_ADD, &mut batch), Ok(0));
             batch.clear();

@@ -267,3 +267,79 @@ fn d4_min_nr_waits_for_more_without_spinning_on_level_sources() {
         close(fd);
     }
 }
+
+#[test]
+fn inode_create_and_remove_in_a_watched_directory() {
+    let dir = std::env::temp_dir().join(format!("kevent-inode-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = std::fs::File::open(&dir).unwrap();
+    use std::os::fd::AsRawFd;
+    let q = queue();
+    let mut add = [ukevent::new(
+        KEVENT_INODE,
+        kevent_id::from_raw([d.as_raw_fd() as u32, 0]),
+        KEVENT_INODE_CREATE | KEVENT_INODE_REMOVE,
+        0,
+    )];
+    assert_eq!(kf::kevent_ctl(q, KEVENT_CTL_ADD, &mut add), Ok(0));
+    let mut buf = [ukevent::default(); 8];
+    assert_eq!(kf::kevent_get_events(q, 0, &mut buf, &NOW, 0), Ok(0));
+    std::fs::write(dir.join("a"), b"x").unwrap();
+    assert_eq!(kf::kevent_get_events(q, 1, &mut buf, &secs(2), 0), Ok(1));
+    assert_eq!(buf[0].ret_data[0], KEVENT_INODE_CREATE);
+    std::fs::remove_file(dir.join("a")).unwrap();
+    assert_eq!(kf::kevent_get_events(q, 1, &mut buf, &secs(2), 0), Ok(1));
+    assert_eq!(buf[0].ret_data[0], KEVENT_INODE_REMOVE);
+    assert_eq!(kf::kevent_get_events(q, 0, &mut buf, &NOW, 0), Ok(0));
+    // A regular file is the wrong kind.
+    let f = std::fs::File::create(dir.join("f")).unwrap();
+    let mut bad = [ukevent::new(
+        KEVENT_INODE,
+        kevent_id::from_raw([f.as_raw_fd() as u32, 0]),
+        1,
+        0,
+    )];
+    assert_eq!(kf::kevent_ctl(q, KEVENT_CTL_ADD, &mut bad), Ok(1));
+    assert_eq!(Errno::from_negated(bad[0].ret_data[1]), Some(Errno::EINVAL));
+    close(q);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn posix_timer_interval_keeps_firing() {
+    let q = queue();
+    // SAFETY: an all-zero sigevent is a valid value to fill in.
+    let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
+    sev.sigev_notify = SIGEV_KEVENT as i32;
+    sev.sigev_notify_thread_id = q;
+    sev.sigev_value = libc::sigval {
+        sival_ptr: 0x5eed as *mut libc::c_void,
+    };
+    let t = kf::posix_timer::timer_create(libc::CLOCK_MONOTONIC, &sev).unwrap();
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 10_000_000,
+        },
+        it_value: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 10_000_000,
+        },
+    };
+    kf::posix_timer::timer_settime(t, 0, &spec, None).unwrap();
+    let mut buf = [ukevent::default(); 8];
+    let mut fired = 0;
+    for _ in 0..3 {
+        assert_eq!(kf::kevent_get_events(q, 1, &mut buf, &secs(2), 0), Ok(1));
+        assert_eq!(buf[0].type_, KEVENT_POSIX_TIMER);
+        assert_eq!(buf[0].cookie(), 0x5eed);
+        fired += buf[0].ret_data[1];
+    }
+    assert!(fired >= 3);
+    let now = kf::posix_timer::timer_gettime(t).unwrap();
+    assert_eq!(now.it_interval.tv_nsec, 10_000_000);
+    kf::posix_timer::timer_delete(t).unwrap();
+    assert_eq!(kf::posix_timer::timer_delete(t), Err(Errno::EINVAL));
+    close(q);
+}
