@@ -31,7 +31,7 @@
 //! * **One fd-type kevent per fd**: epoll registers a file once per epoll, so watching the
 //!   same fd as, say, SOCKET and POLL in one queue gives the second ADD `-EEXIST`.
 //! * **Closing the queue fd while threads wait** makes them return `EBADF` within
-//!   [`SLICE`](queue::SLICE_NS) (a quarter second).
+//!   a quarter second (decision P14).
 //! * **fork** (**D11**): the child's copies of queue fds answer `EBADF`; signal routing is
 //!   reset to the original dispositions in the child.
 #![deny(unsafe_code)]
