@@ -1,0 +1,457 @@
+//! One kevent queue: its epoll, its registry and ready list, its ring, and the waiting
+//! protocol of many threads.
+//!
+//! # Structure
+//!
+//! The queue fd the caller holds *is* the queue's epoll fd, so it is a real fd: pollable
+//! (readable while a source is ready or the ready list is not empty), nestable, closable with
+//! `close()`, close-on-exec. Inside that epoll sit the watched fds (token = registry slot and
+//! generation) and the queue's internal fds: the wake eventfd, the timerfd, the inotify fd
+//! and the process-wide signal doorbell.
+//!
+//! State lives behind one mutex ([`State`]); it is never held across a blocking call. A
+//! waiter takes ready kevents from the ready list, then calls `epoll_wait` on the queue fd
+//! *without* the lock, then takes the lock again to turn what epoll reported into
+//! deliveries. Every wait harvests epoll at least once, so level kevents whose source is still
+//! ready are delivered by every wait (**D7**), and the kernel's own checks on the queue fd
+//! give `EBADF` (closed) and `EINVAL` (not an epoll) for free.
+//!
+//! # Waking
+//!
+//! * Occurrences (timer expiries, signals, inode entries, READY marks) go to the ready list;
+//!   the wake eventfd is readable exactly while the ready list is not empty, which both makes
+//!   the queue fd pollable and wakes sleepers (level-triggered).
+//! * `READY` with `num == 0` bumps a wake generation: every thread asleep at that moment
+//!   returns with whatever is ready (the eventfd stays readable until all of them have
+//!   woken). With nobody asleep, the next wait returns at once instead, so a wake-up is never
+//!   lost and the queue fd reads as readable meanwhile.
+//! * A sleeper never sleeps longer than [`SLICE_NS`] without checking that the queue fd is
+//!   still this queue: a thread waiting in a queue whose fd another thread closed returns
+//!   `EBADF` within that bound instead of hanging.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use kevent_sys::{
+    Errno, KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_CTL_READY, KEVENT_CTL_REMOVE,
+    KEVENT_POSIX_TIMER, ukevent,
+};
+
+use crate::kevent::Kevent;
+use crate::registry::Registry;
+use crate::ring::Ring;
+use crate::source::Source;
+use crate::timer::TimerHeap;
+use crate::{sys, token};
+
+/// The longest a waiter sleeps before checking that its queue fd is still open.
+pub(crate) const SLICE_NS: u64 = 250_000_000;
+
+/// INODE kevents: `revents` bit meaning the watched directory is gone.
+const INODE_GONE: u32 = 1 << 31;
+
+/// epoll events harvested per `epoll_wait`.
+const HARVEST: usize = 256;
+
+mod deliver;
+mod register;
+mod wait;
+
+pub(crate) use wait::Deadline;
+use wait::Sink;
+
+/// The fds and identity a [`State`] method needs from its queue.
+#[derive(Clone, Copy, Debug)]
+struct Ctx {
+    epfd: RawFd,
+    wake: RawFd,
+    nonce: u32,
+}
+
+/// Everything behind the queue lock.
+#[derive(Debug)]
+struct State {
+    reg: Registry<Kevent>,
+    /// Tokens of queued kevents, oldest first (a token, so that a kevent removed and its slot
+    /// reused meanwhile is recognised and skipped).
+    ready: VecDeque<u64>,
+    /// Events of kevents already unregistered that still owe one report (**D10**).
+    orphans: VecDeque<ukevent>,
+    ring: Option<Ring>,
+    timers: TimerHeap,
+    timerfd: Option<OwnedFd>,
+    timer_armed: Option<u64>,
+    inotify: Option<OwnedFd>,
+    watches: HashMap<i32, Vec<u32>>,
+    signal_slots: Vec<u32>,
+    doorbell: bool,
+    sleepers: u32,
+    wake_gen: u64,
+    wake_acks: u32,
+    wake_token: bool,
+    wake_signaled: bool,
+    dead: bool,
+}
+
+/// One queue.
+#[derive(Debug)]
+pub(crate) struct Queue {
+    /// The caller's queue fd (the epoll). Not owned: the caller closes it, and the engine must
+    /// never close a number that may by then belong to another file.
+    epfd: RawFd,
+    wake: OwnedFd,
+    nonce: u32,
+    /// The fork epoch the queue was created in (**D11**).
+    pub(crate) epoch: u64,
+    calls: AtomicU32,
+    /// Set once the queue fd was found closed or naming another file.
+    gone: AtomicBool,
+    state: Mutex<State>,
+}
+
+impl Queue {
+    /// Creates a queue (its epoll is the returned fd) with an optional ring.
+    pub(crate) fn create(
+        ring: Option<Ring>,
+        epoch: u64,
+        nonce: u32,
+    ) -> Result<(Queue, OwnedFd), Errno> {
+        let ep = sys::epoll_create()?;
+        let wake = sys::eventfd()?;
+        sys::epoll_ctl(
+            ep.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            wake.as_raw_fd(),
+            libc::EPOLLIN as u32,
+            token::make(nonce, token::WAKE),
+        )?;
+        let q = Queue {
+            epfd: ep.as_raw_fd(),
+            wake,
+            nonce,
+            epoch,
+            calls: AtomicU32::new(0),
+            gone: AtomicBool::new(false),
+            state: Mutex::new(State {
+                reg: Registry::new(nonce),
+                ready: VecDeque::new(),
+                orphans: VecDeque::new(),
+                ring,
+                timers: TimerHeap::new(),
+                timerfd: None,
+                timer_armed: None,
+                inotify: None,
+                watches: HashMap::new(),
+                signal_slots: Vec::new(),
+                doorbell: false,
+                sleepers: 0,
+                wake_gen: 0,
+                wake_acks: 0,
+                wake_token: false,
+                wake_signaled: false,
+                dead: false,
+            }),
+        };
+        Ok((q, ep))
+    }
+
+    /// The queue fd.
+    pub(crate) fn fd(&self) -> RawFd {
+        self.epfd
+    }
+
+    fn ctx(&self) -> Ctx {
+        Ctx {
+            epfd: self.epfd,
+            wake: self.wake.as_raw_fd(),
+            nonce: self.nonce,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while the lock was held cannot leave the state half-updated in a way that
+        // breaks memory safety; keep serving rather than poisoning every later call.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Checks that the queue fd still is this queue's epoll (a syscall; used off the hot
+    /// path). `EBADF` when the number is closed, `EINVAL` when it names another file.
+    pub(crate) fn verify(&self) -> Result<(), Errno> {
+        let r = sys::epoll_ctl(
+            self.epfd,
+            libc::EPOLL_CTL_MOD,
+            self.wake.as_raw_fd(),
+            libc::EPOLLIN as u32,
+            token::make(self.nonce, token::WAKE),
+        );
+        let e = match r {
+            Ok(()) => return Ok(()),
+            Err(Errno::EBADF) => Errno::EBADF,
+            Err(_) => Errno::EINVAL,
+        };
+        self.gone.store(true, Ordering::Relaxed);
+        Err(e)
+    }
+
+    /// Whether [`Queue::verify`] found the queue fd closed or reused.
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Relaxed)
+    }
+
+    /// Releases every kevent (the queue fd was closed, or belongs to someone else now).
+    pub(crate) fn shut_down(&self) {
+        let mut st = self.lock();
+        if st.dead {
+            return;
+        }
+        st.dead = true;
+        let ctx = self.ctx();
+        let slots: Vec<u32> = st.reg.iter().map(|(slot, _)| slot).collect();
+        for slot in slots {
+            // The queue fd is closed or names another epoll now: never touch it.
+            st.unregister(slot, ctx, true);
+        }
+        st.ready.clear();
+    }
+
+    fn next_call(&self) -> u32 {
+        loop {
+            let c = self.calls.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+            if c != 0 {
+                return c;
+            }
+        }
+    }
+
+    /// `kevent_ctl`.
+    pub(crate) fn ctl(&self, cmd: u32, events: &mut [ukevent]) -> Result<u32, Errno> {
+        if cmd > KEVENT_CTL_READY {
+            return Err(Errno::EINVAL);
+        }
+        self.verify()?;
+        let ctx = self.ctx();
+        let mut st = self.lock();
+        if st.dead {
+            return Err(Errno::EBADF);
+        }
+        let r = match cmd {
+            KEVENT_CTL_ADD => {
+                let mut written = 0;
+                for i in 0..events.len() {
+                    let mut e = events[i];
+                    if st.add(&mut e, ctx) {
+                        events[written] = e;
+                        written += 1;
+                    }
+                }
+                written as u32
+            }
+            KEVENT_CTL_REMOVE | KEVENT_CTL_MODIFY => {
+                for e in events.iter_mut() {
+                    st.remove_or_modify(cmd, e, ctx);
+                }
+                events.len() as u32
+            }
+            _ => {
+                if events.is_empty() {
+                    st.wake_all();
+                    0
+                } else {
+                    let mut marked = 0;
+                    let mut missing = 0;
+                    for i in 0..events.len() {
+                        let e = events[i];
+                        if st.mark(&e) {
+                            marked += 1;
+                        } else {
+                            events[missing] = e;
+                            missing += 1;
+                        }
+                    }
+                    marked
+                }
+            }
+        };
+        st.sync_wake(ctx);
+        Ok(r)
+    }
+
+    /// `kevent_get_events`.
+    pub(crate) fn get_events(
+        &self,
+        min_nr: u32,
+        buf: &mut [ukevent],
+        timeout: &libc::timespec,
+        flags: u32,
+    ) -> Result<u32, Errno> {
+        let deadline = Deadline::parse(timeout, flags)?;
+        if buf.is_empty() || min_nr as usize > buf.len() {
+            return Err(Errno::EINVAL);
+        }
+        let mut sink = Sink::Buffer { buf, n: 0 };
+        self.collect(min_nr.max(1) as usize, &mut sink, deadline)
+    }
+
+    /// `kevent_wait`.
+    pub(crate) fn wait(
+        &self,
+        num: u32,
+        old_uidx: u32,
+        timeout: &libc::timespec,
+        flags: u32,
+    ) -> Result<u32, Errno> {
+        let deadline = Deadline::parse(timeout, flags)?;
+        {
+            let st = self.lock();
+            let ring = st.ring.as_ref().ok_or(Errno::EINVAL)?;
+            if num > ring.size() {
+                return Err(Errno::EINVAL);
+            }
+            if old_uidx != ring.uidx() || num == 0 {
+                drop(st);
+                self.verify()?;
+                return Ok(0);
+            }
+        }
+        let mut sink = Sink::Ring {
+            limit: num as usize,
+            n: 0,
+        };
+        self.collect(1, &mut sink, deadline)
+    }
+
+    /// `kevent_commit`.
+    pub(crate) fn commit(&self, new_uidx: u32, over: u32) -> Result<u32, Errno> {
+        self.verify()?;
+        let mut st = self.lock();
+        st.ring
+            .as_mut()
+            .ok_or(Errno::EINVAL)?
+            .commit(new_uidx, over)
+    }
+
+    /// Arms a POSIX timer kevent (`KEVENT_POSIX_TIMER`, id `timer`) to expire at the absolute
+    /// CLOCK_MONOTONIC `deadline_ns` (None disarms), then every `interval_ns` (0: once).
+    pub(crate) fn posix_timer_arm(
+        &self,
+        timer: u64,
+        deadline_ns: Option<u64>,
+        interval_ns: u64,
+    ) -> Result<(), Errno> {
+        let ctx = self.ctx();
+        let mut st = self.lock();
+        let slot = st
+            .reg
+            .find((KEVENT_POSIX_TIMER, timer))
+            .ok_or(Errno::EINVAL)?;
+        if let Some(Kevent {
+            source: Source::Timer {
+                interval_ns: iv, ..
+            },
+            ..
+        }) = st.reg.get_mut(slot)
+        {
+            *iv = interval_ns;
+        }
+        match deadline_ns {
+            Some(d) => st.schedule_timer(slot, d, ctx)?,
+            None => {
+                st.timers.cancel(slot);
+            }
+        }
+        Ok(())
+    }
+
+    /// The next expiry and period of a POSIX timer kevent.
+    pub(crate) fn posix_timer_get(&self, timer: u64) -> Result<(Option<u64>, u64), Errno> {
+        let st = self.lock();
+        let slot = st
+            .reg
+            .find((KEVENT_POSIX_TIMER, timer))
+            .ok_or(Errno::EINVAL)?;
+        let interval = match st.reg.get(slot) {
+            Some(Kevent {
+                source: Source::Timer { interval_ns, .. },
+                ..
+            }) => *interval_ns,
+            _ => 0,
+        };
+        Ok((st.timers.deadline(slot), interval))
+    }
+
+    /// Registers a POSIX timer kevent carrying `cookie` (the sigevent's `sival_ptr`).
+    pub(crate) fn posix_timer_register(&self, timer: u64, cookie: u64) -> Result<(), Errno> {
+        let mut st = self.lock();
+        if st.dead {
+            return Err(Errno::EBADF);
+        }
+        let mut uk = ukevent::new(
+            KEVENT_POSIX_TIMER,
+            kevent_sys::kevent_id::from_u64(timer),
+            kevent_sys::KEVENT_MASK_ALL,
+            0,
+        );
+        uk.set_cookie(cookie);
+        let kev = Kevent::new(
+            &uk,
+            Source::Timer {
+                interval_ns: 0,
+                last_expiry_ns: 0,
+            },
+        );
+        st.reg.insert(kev).map(drop).ok_or(Errno::EAGAIN)
+    }
+
+    /// Unregisters a POSIX timer kevent.
+    pub(crate) fn posix_timer_unregister(&self, timer: u64) {
+        let ctx = self.ctx();
+        let mut st = self.lock();
+        if let Some(slot) = st.reg.find((KEVENT_POSIX_TIMER, timer)) {
+            st.unregister(slot, ctx, false);
+            st.sync_wake(ctx);
+        }
+    }
+}
+
+impl State {
+    /// Makes the wake eventfd readable exactly while something waits to be taken.
+    fn sync_wake(&mut self, ctx: Ctx) {
+        let want = !self.ready.is_empty()
+            || !self.orphans.is_empty()
+            || self.wake_acks > 0
+            || self.wake_token;
+        if want != self.wake_signaled {
+            if want {
+                sys::eventfd_signal(ctx.wake);
+            } else {
+                sys::eventfd_drain(ctx.wake);
+            }
+            self.wake_signaled = want;
+        }
+    }
+
+    /// `READY` with `num == 0`.
+    fn wake_all(&mut self) {
+        if self.sleepers == 0 {
+            self.wake_token = true;
+        } else {
+            self.wake_gen += 1;
+            self.wake_acks = self.sleepers;
+        }
+    }
+
+    fn queue(&mut self, slot: u32) {
+        let Some(generation) = self.reg.generation(slot) else {
+            return;
+        };
+        let Some(kev) = self.reg.get_mut(slot) else {
+            return;
+        };
+        if !kev.queued {
+            kev.queued = true;
+            self.ready.push_back(token::make(generation, slot));
+        }
+    }
+}

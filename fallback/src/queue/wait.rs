@@ -1,0 +1,235 @@
+//! Waiting: timeouts, where taken events go, and the loop shared by `kevent_get_events`
+//! and `kevent_wait`.
+
+use std::mem::MaybeUninit;
+
+use kevent_sys::{Errno, KEVENT_FLAGS_ABSTIME, KEVENT_RET_COPY_FAILED, ukevent};
+
+use super::{HARVEST, Queue, SLICE_NS};
+use crate::ring::Ring;
+use crate::sys;
+
+/// When a wait gives up.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Deadline {
+    /// `{0, 0}`: do not block.
+    Now,
+    /// A relative timeout on CLOCK_MONOTONIC, in ns, counted from the first time it is needed.
+    Relative(u64),
+    /// An absolute CLOCK_MONOTONIC time.
+    Monotonic(u64),
+    /// An absolute CLOCK_REALTIME time (`KEVENT_FLAGS_ABSTIME`).
+    Realtime(u64),
+}
+
+impl Deadline {
+    /// Checks a timeout and the wait flags (**D1**, **D5**).
+    pub(crate) fn parse(timeout: &libc::timespec, flags: u32) -> Result<Deadline, Errno> {
+        if flags & !KEVENT_FLAGS_ABSTIME != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let ns = crate::timer::timespec_to_ns(timeout).ok_or(Errno::EINVAL)?;
+        Ok(if flags & KEVENT_FLAGS_ABSTIME != 0 {
+            Deadline::Realtime(ns)
+        } else if ns == 0 {
+            Deadline::Now
+        } else {
+            Deadline::Relative(ns)
+        })
+    }
+
+    /// Nanoseconds left (fixing a relative timeout's start on first use).
+    pub(super) fn remaining(&mut self) -> u64 {
+        match *self {
+            Deadline::Now => 0,
+            Deadline::Relative(ns) => {
+                let end = crate::timer::monotonic_now_ns().saturating_add(ns);
+                *self = Deadline::Monotonic(end);
+                ns
+            }
+            Deadline::Monotonic(end) => end.saturating_sub(crate::timer::monotonic_now_ns()),
+            Deadline::Realtime(end) => end.saturating_sub(crate::timer::realtime_now_ns()),
+        }
+    }
+}
+
+/// Where a wait puts the events it takes.
+#[derive(Debug)]
+pub(crate) enum Sink<'a> {
+    /// `kevent_get_events`: the caller's buffer (mirrored into the ring, if any).
+    Buffer { buf: &'a mut [ukevent], n: usize },
+    /// `kevent_wait`: the ring, at most `limit` events.
+    Ring { limit: usize, n: usize },
+}
+
+impl Sink<'_> {
+    pub(super) fn count(&self) -> usize {
+        match self {
+            Sink::Buffer { n, .. } | Sink::Ring { n, .. } => *n,
+        }
+    }
+
+    pub(super) fn room(&self, ring: Option<&Ring>) -> usize {
+        match self {
+            Sink::Buffer { buf, n } => buf.len() - n,
+            Sink::Ring { limit, n } => (limit - n).min(ring.map_or(0, |r| r.free() as usize)),
+        }
+    }
+
+    pub(super) fn put(&mut self, mut ev: ukevent, ring: Option<&mut Ring>) {
+        match self {
+            Sink::Buffer { buf, n } => {
+                if let Some(ring) = ring {
+                    if !ring.push(&ev) {
+                        ev.ret_flags |= KEVENT_RET_COPY_FAILED;
+                    }
+                }
+                buf[*n] = ev;
+                *n += 1;
+            }
+            Sink::Ring { n, .. } => {
+                let pushed = ring.is_some_and(|r| r.push(&ev));
+                debug_assert!(pushed, "room() guaranteed a free slot");
+                *n += 1;
+            }
+        }
+    }
+}
+
+impl Queue {
+    /// The waiting loop shared by `get_events` and `wait`.
+    pub(super) fn collect(
+        &self,
+        want: usize,
+        sink: &mut Sink<'_>,
+        mut deadline: Deadline,
+    ) -> Result<u32, Errno> {
+        let ctx = self.ctx();
+        let call = self.next_call();
+        let mut events = [MaybeUninit::<libc::epoll_event>::uninit(); HARVEST];
+        // Level kevents this wait delivered and epoll reported again; the first `parked_upto`
+        // are switched to edge-triggered until the wait ends.
+        let mut parked: Vec<u32> = Vec::new();
+        let mut parked_upto = 0;
+        let mut more;
+        let mut nonblock_checked = false;
+        // The first harvest never blocks and runs before the lock is taken: when it finds
+        // enough (the busy server's case), a wait costs one epoll_wait and one lock.
+        let first_cap = match sink {
+            Sink::Buffer { buf, .. } => buf.len(),
+            Sink::Ring { limit, .. } => *limit,
+        }
+        .saturating_add(8)
+        .min(HARVEST);
+        let first = sys::epoll_wait(self.epfd, &mut events[..first_cap], 0);
+        let mut st = self.lock();
+        match first {
+            Ok(got) => {
+                more = got.len() == first_cap;
+                st.take_ready(call, sink, ctx);
+                if st.absorb(got, call, sink, ctx, &mut parked) {
+                    drop(st);
+                    let v = self.verify();
+                    st = self.lock();
+                    v?;
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        let result = loop {
+            if st.dead {
+                break Err(Errno::EBADF);
+            }
+            st.take_ready(call, sink, ctx);
+            let room = sink.room(st.ring.as_ref());
+            if room == 0 {
+                break Ok(());
+            }
+            let mut timeout_ns = if sink.count() >= want {
+                0
+            } else {
+                deadline.remaining()
+            };
+            if timeout_ns == 0 && !more {
+                break Ok(());
+            }
+            if timeout_ns > 0 && st.wake_token {
+                // A READY(0) that found nobody asleep: this wait takes it and returns.
+                st.wake_token = false;
+                break Ok(());
+            }
+            if timeout_ns > 0 && !nonblock_checked {
+                nonblock_checked = true;
+                match sys::status_flags(self.epfd) {
+                    Ok(fl) if fl & libc::O_NONBLOCK != 0 => timeout_ns = 0,
+                    Ok(_) => {}
+                    Err(e) => break Err(e),
+                }
+                if timeout_ns == 0 {
+                    break Ok(());
+                }
+            }
+            let sleeping = timeout_ns > 0;
+            if sleeping {
+                while parked_upto < parked.len() {
+                    st.park(parked[parked_upto], ctx);
+                    parked_upto += 1;
+                }
+            }
+            let wake_gen = st.wake_gen;
+            if sleeping {
+                st.sleepers += 1;
+            }
+            st.sync_wake(ctx);
+            drop(st);
+            let cap = (room + 8).min(HARVEST);
+            let r = sys::epoll_wait(self.epfd, &mut events[..cap], timeout_ns.min(SLICE_NS));
+            st = self.lock();
+            let mut woken = false;
+            if sleeping {
+                st.sleepers -= 1;
+                if st.wake_gen != wake_gen {
+                    woken = true;
+                    st.wake_acks = st.wake_acks.saturating_sub(1);
+                }
+            }
+            let got = match r {
+                Ok(got) => got,
+                Err(e) => break Err(e),
+            };
+            more = got.len() == cap;
+            let foreign = st.absorb(got, call, sink, ctx, &mut parked);
+            if foreign || (got.is_empty() && sleeping && !woken) {
+                // Tokens that are not ours, or a sleep slice that ended empty: make sure the
+                // fd is still this queue before going on.
+                drop(st);
+                let v = self.verify();
+                st = self.lock();
+                if let Err(e) = v {
+                    break Err(e);
+                }
+            }
+            if woken {
+                st.take_ready(call, sink, ctx);
+                break Ok(());
+            }
+            if !more && sink.count() >= want && st.ready.is_empty() && st.orphans.is_empty() {
+                // The common case: one harvest found enough, nothing else is queued.
+                break Ok(());
+            }
+        };
+        for &slot in &parked[..parked_upto] {
+            st.unpark(slot, ctx);
+        }
+        if let Some(ring) = &st.ring {
+            ring.publish();
+        }
+        st.sync_wake(ctx);
+        drop(st);
+        result?;
+        if sink.count() == 0 {
+            self.verify()?;
+        }
+        Ok(sink.count() as u32)
+    }
+}
