@@ -58,8 +58,9 @@ use kevent_sys::{Errno, kevent_ring, ukevent};
 pub enum RawBackend {
     /// The running kernel's kevent syscalls, with the numbers detection proved.
     ///
-    /// Not constructible outside this crate (the numbers must come from detection); match it
-    /// as `RawBackend::Native(table, ..)`.
+    /// Not constructible outside this crate (the numbers must come from detection). Outside
+    /// it, match `RawBackend::Native { .. }` and read the numbers with
+    /// [`RawBackend::syscalls`].
     #[non_exhaustive]
     Native(SyscallTable),
     /// The userspace engine of `kevent-fallback` (epoll, timerfd, signalfd, eventfd, inotify).
@@ -171,6 +172,17 @@ impl RawBackend {
         match self {
             RawBackend::Native(..) => Backend::Native,
             RawBackend::Fallback => Backend::Fallback,
+        }
+    }
+
+    /// The native arm's syscall numbers (proved by detection); `None` on the fallback.
+    ///
+    /// For callers that issue the raw syscalls themselves with pointers only the kernel may
+    /// check (the C library passes C callers' buffers this way).
+    pub fn syscalls(&self) -> Option<SyscallTable> {
+        match self {
+            RawBackend::Native(t) => Some(*t),
+            RawBackend::Fallback => None,
         }
     }
 
@@ -479,6 +491,16 @@ mod tests {
         assert_eq!(RawBackend::fallback(), RawBackend::Fallback);
         assert_eq!(RawBackend::fallback().kind(), Backend::Fallback);
         assert_eq!(RawBackend::fallback().kind().as_str(), "fallback");
+        assert_eq!(RawBackend::fallback().syscalls(), None);
+        let t = SyscallTable {
+            init: 1,
+            ctl: 2,
+            get_events: 3,
+            wait: 4,
+            commit: 5,
+        };
+        assert_eq!(RawBackend::Native(t).syscalls(), Some(t));
+        assert_eq!(RawBackend::Native(t).kind().as_str(), "native");
     }
 
     /// The fallback arm reaches `kevent_fallback`: each call gives exactly what the engine

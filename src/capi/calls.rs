@@ -1,0 +1,149 @@
+//! The five calls of spec section 3, as C functions: `kevent_init`, `kevent_ctl`,
+//! `kevent_get_events`, `kevent_wait`, `kevent_commit`.
+//!
+//! Each one takes the process's backend and dispatches on its arm:
+//!
+//! * **Native**: the C pointers go straight to the kernel's syscalls
+//!   ([`kevent_sys::syscall`]), which copy user memory with `copy_from_user`/`copy_to_user`
+//!   and so answer a bad pointer with `EFAULT` themselves. No copy, no check: the C API costs
+//!   nothing over the raw syscall.
+//! * **Fallback**: the engine works on Rust slices, which must never be built over memory that
+//!   is not there, so `uaccess` copies the caller's arrays in and out (and checks the ring
+//!   once, at init) and the slices are private buffers.
+//!
+//! The result goes through `errno::c_return`. No kevent rule is decided here: argument checks
+//! (`EINVAL`, `EBADF`, …) are the backend's.
+//!
+//! # Safety
+//!
+//! * A native syscall table ([`kevent::backend::RawBackend::syscalls`]) can only come from
+//!   detection (the `kevent` crate builds it, and only from the numbers the kernel advertised
+//!   and a probe confirmed), so the syscalls issued are the kernel's kevent calls.
+//! * Raw C pointers are handed only to the kernel (native arm) or to `uaccess`, never
+//!   dereferenced here.
+//! * The ring registered by `kevent_init` must stay mapped until the queue fd is closed: that
+//!   is the C contract documented in `<kevent/kevent.h>`, the same as the Rust `init`'s.
+#![allow(unsafe_code)]
+
+use std::os::raw::{c_int, c_uint};
+
+use kevent_sys::{kevent_ring, syscall, ukevent};
+
+use super::backend::process;
+use super::errno::c_return;
+use super::uaccess;
+
+/// `int kevent_init(struct kevent_ring *ring, unsigned int num, unsigned int flags)`—Creates
+/// a queue and returns its fd (close-on-exec), or -1 with `errno`.
+///
+/// # Safety
+///
+/// C contract: a non-null `ring` points to `8 + num * 40` bytes, aligned for
+/// `struct kevent_ring`, that stay mapped and writable until the queue fd and its duplicates
+/// are closed. A ring that is not mapped and writable *now* gives `EFAULT`, not a crash.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kevent_init(ring: *mut kevent_ring, num: c_uint, flags: c_uint) -> c_int {
+    c_return(process().and_then(|b| {
+        if b.syscalls().is_none() && !ring.is_null() {
+            uaccess::check_ring(ring, num)?;
+        }
+        // SAFETY: native: the kernel checks `ring` itself. Fallback: the ring was just checked
+        // mapped, writable and aligned. That it stays so while the queue lives is this
+        // function's C contract.
+        unsafe { b.init(ring, num, flags) }
+    }))
+}
+
+/// `int kevent_ctl(int fd, unsigned int cmd, unsigned int num, struct ukevent *arg)`—Adds,
+/// removes, modifies or marks ready `num` kevents; returns the count the command defines, or
+/// -1 with `errno`.
+///
+/// # Safety
+///
+/// None beyond C's: an `arg` that is not readable (and, where the call rewrites entries,
+/// writable) for `num` entries gives `EFAULT`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kevent_ctl(
+    fd: c_int,
+    cmd: c_uint,
+    num: c_uint,
+    arg: *mut ukevent,
+) -> c_int {
+    c_return(process().and_then(|b| match b.syscalls() {
+        // SAFETY: `t` came from detection (module docs); the kernel copies `arg` in and out
+        // itself (EFAULT for a bad pointer), and a ring of `fd` is covered by kevent_init's
+        // contract.
+        Some(t) => unsafe { syscall::kevent_ctl(&t, fd, cmd, num, arg) },
+        None => uaccess::with_events_inout(arg, num, |ev| b.ctl(fd, cmd, ev)),
+    }))
+}
+
+/// `int kevent_get_events(int fd, unsigned int min_nr, unsigned int max_nr, struct timespec
+/// timeout, struct ukevent *buf, unsigned int flags)`—Waits for ready kevents and copies up to
+/// `max_nr` into `buf`; returns how many, or -1 with `errno`.
+///
+/// # Backends
+///
+/// On the fallback one call returns at most 4096 events (and `min_nr` is clamped to that).
+///
+/// # Safety
+///
+/// None beyond C's: a `buf` that cannot take the returned events gives `EFAULT`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kevent_get_events(
+    fd: c_int,
+    min_nr: c_uint,
+    max_nr: c_uint,
+    timeout: libc::timespec,
+    buf: *mut ukevent,
+    flags: c_uint,
+) -> c_int {
+    c_return(process().and_then(|b| match b.syscalls() {
+        // SAFETY: `t` came from detection; the kernel writes `buf` itself (EFAULT for a bad
+        // pointer); `timeout` is a local; a ring of `fd` is covered by kevent_init's contract.
+        Some(t) => unsafe {
+            syscall::kevent_get_events(&t, fd, min_nr, max_nr, &timeout, buf, flags)
+        },
+        None => uaccess::with_events_out(buf, max_nr, |ev| {
+            // `ev` is shorter than `max_nr` only past MAX_OUT: then wait for at most that many.
+            let len = u32::try_from(ev.len()).unwrap_or(u32::MAX);
+            let min_nr = if len < max_nr {
+                min_nr.min(len)
+            } else {
+                min_nr
+            };
+            b.get_events(fd, min_nr, ev, &timeout, flags)
+        }),
+    }))
+}
+
+/// `int kevent_wait(int fd, unsigned int num, unsigned int old_uidx, struct timespec timeout,
+/// unsigned int flags)`—Waits, then moves up to `num` ready kevents into the ring; returns how
+/// many, or -1 with `errno`.
+///
+/// # Safety
+///
+/// None beyond C's: the only user memory written is the ring, covered by kevent_init's
+/// contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kevent_wait(
+    fd: c_int,
+    num: c_uint,
+    old_uidx: c_uint,
+    timeout: libc::timespec,
+    flags: c_uint,
+) -> c_int {
+    c_return(process().and_then(|b| b.wait(fd, num, old_uidx, &timeout, flags)))
+}
+
+/// `int kevent_commit(int fd, unsigned int new_uidx, unsigned int over)`—Releases ring slots
+/// up to `new_uidx`; returns how many (0 if stale), or -1 with `errno`.
+///
+/// # Safety
+///
+/// None beyond C's: the only user memory written is the ring's `ring_over`, covered by
+/// kevent_init's contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kevent_commit(fd: c_int, new_uidx: c_uint, over: c_uint) -> c_int {
+    c_return(process().and_then(|b| b.commit(fd, new_uidx, over)))
+}

@@ -1,0 +1,77 @@
+//! The one conversion from `Result<_, Errno>` to the C convention: the value, or `-1` with
+//! `errno` set.
+//!
+//! # Safety
+//!
+//! Writes the calling thread's `errno` through `__errno_location()`, which glibc and musl
+//! define to return a pointer to that thread's `errno`, valid for the thread's lifetime.
+#![allow(unsafe_code)]
+
+use std::os::raw::c_int;
+
+use kevent_sys::Errno;
+
+/// A successful result that C receives as a non-negative `int`.
+pub(crate) trait CValue {
+    /// The `int` C sees; `Err` if the value does not fit (then C sees `-1`/`EOVERFLOW`).
+    fn into_c(self) -> Result<c_int, Errno>;
+}
+
+impl CValue for u32 {
+    fn into_c(self) -> Result<c_int, Errno> {
+        c_int::try_from(self).map_err(|_| Errno::EOVERFLOW)
+    }
+}
+
+/// A file descriptor (`RawFd`).
+impl CValue for c_int {
+    fn into_c(self) -> Result<c_int, Errno> {
+        Ok(self)
+    }
+}
+
+impl CValue for () {
+    fn into_c(self) -> Result<c_int, Errno> {
+        Ok(0)
+    }
+}
+
+/// Sets the calling thread's `errno`.
+pub(crate) fn set_errno(e: Errno) {
+    // SAFETY: `__errno_location()` returns a valid, aligned pointer to this thread's `errno`
+    // (module docs); only this thread writes it.
+    unsafe { *libc::__errno_location() = e.raw() };
+}
+
+/// `Ok(v)` → `v` (errno untouched); `Err(e)` → `-1` with `errno = e`.
+pub(crate) fn c_return<T: CValue>(r: Result<T, Errno>) -> c_int {
+    match r.and_then(CValue::into_c) {
+        Ok(v) => v,
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ok_passes_the_value_and_leaves_errno() {
+        set_errno(Errno::EAGAIN);
+        assert_eq!(c_return(Ok(7u32)), 7);
+        assert_eq!(c_return(Ok::<c_int, Errno>(3)), 3);
+        assert_eq!(c_return(Ok(())), 0);
+        assert_eq!(Errno::last(), Errno::EAGAIN);
+    }
+
+    #[test]
+    fn err_is_minus_one_and_errno() {
+        assert_eq!(c_return::<u32>(Err(Errno::EBADF)), -1);
+        assert_eq!(Errno::last(), Errno::EBADF);
+        assert_eq!(c_return(Ok(u32::MAX)), -1);
+        assert_eq!(Errno::last(), Errno::EOVERFLOW);
+    }
+}

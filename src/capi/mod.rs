@@ -1,0 +1,20 @@
+//! The C entry points of libkevent (`#[unsafe(no_mangle)] extern "C"`), as declared in
+//! `<kevent/kevent.h>`.
+//!
+//! * [`calls`]: the five ABI calls of spec section 3.
+//! * [`posix_timer`]: `kevent_timer_create` and friends (`SIGEV_KEVENT`).
+//! * [`backend`]: `kevent_backend()`, `kevent_backend_unavailable()`.
+//!
+//! Every entry point follows one pattern: take the process's backend
+//! ([`kevent::backend::RawBackend::current`]), move C memory in and out through `uaccess` (the
+//! one place where a bad pointer becomes `EFAULT`), call the backend, and return through
+//! `errno::c_return` (the value, or `-1` with `errno` set).
+//!
+//! A panic that reaches an `extern "C"` boundary aborts the process, so nothing reachable from
+//! these functions unwraps or indexes out of bounds.
+
+pub mod backend;
+pub mod calls;
+mod errno;
+pub mod posix_timer;
+mod uaccess;

@@ -1,0 +1,814 @@
+//! Reading and writing C callers' memory without trusting it: the one place where a bad
+//! address becomes `EFAULT`.
+//!
+//! The kernel never faults on a bad user pointer: `copy_from_user`/`copy_to_user` return
+//! `EFAULT`. The C API promises the same on both backends, so user memory is never touched
+//! directly. It is copied with `process_vm_readv`/`process_vm_writev` on our own pid, which
+//! are `copy_from_user`/`copy_to_user` exposed to userspace: an unmapped, read-only (for
+//! writes) or NULL address makes them fail with `EFAULT` instead of raising `SIGSEGV`. If a
+//! seccomp policy denies them (`EPERM`/`ENOSYS`), the copy goes through a per-thread pipe
+//! instead (`write(2)` from user memory, `read(2)` into it), which faults the same way.
+//!
+//! # What is copied, and when
+//!
+//! * **Native backend: nothing.** The kernel's own syscalls copy user memory themselves, so
+//!   `src/capi/calls.rs` hands the C pointers straight to them; the C API adds no cost.
+//! * **Fallback backend**, whose engine works on Rust slices:
+//!   * `kevent_ctl`: `num` entries are read into a private buffer (one syscall), the engine
+//!     runs on it, and the span of entries it changed is written back (one syscall, none if
+//!     nothing changed; a read-only array the call does not write to stays legal, as with the
+//!     kernel).
+//!   * `kevent_get_events`: the engine fills a private buffer, then the events it returned are
+//!     written out (one syscall; none when it returns 0). At most [`MAX_OUT`] events are
+//!     returned per call.
+//!   * `kevent_init`: the whole ring is checked readable and writable once. After that the
+//!     engine writes the ring through its raw pointer on every `get_events`/`wait`/`commit`
+//!     (the "already validated pointer": `kevent_wait` and `kevent_commit`, the ring fast path,
+//!     copy nothing). Unmapping the ring while the queue lives is therefore undefined
+//!     behaviour, as unmapping an io_uring buffer is; the header says so.
+//!   * POSIX timers: the `sigevent`, `itimerspec` and `timer_t` arguments, a few bytes each.
+//!
+//! A cache of "already validated" `ctl`/`get_events` buffers was considered and rejected: a
+//! buffer can be unmapped between two calls, and only a new check notices; a cached pointer
+//! would turn the kernel's `EFAULT` into a crash. Measured costs are in `docs/c-api.md`
+//! (`cargo test --release -p kevent-c --lib uaccess_cost -- --nocapture --ignored`).
+//!
+//! # Safety
+//!
+//! User addresses are kept as integers (`usize`) and are only ever passed to the kernel, which
+//! checks them; they are never dereferenced here. Local buffers passed alongside are our own,
+//! sized for the copy. Typed reads go through [`Plain`], implemented only for types whose
+//! every bit pattern is a valid value, so bytes from the caller can never make an invalid one.
+#![allow(unsafe_code)]
+
+use std::cell::RefCell;
+use std::mem::{MaybeUninit, size_of};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+use kevent_sys::{Errno, kevent_id, kevent_ring, ukevent};
+
+/// Entries kept on the stack before a heap buffer is used.
+const INLINE: usize = 64;
+
+/// The most events one fallback `kevent_get_events` returns through the C API (the private
+/// buffer is this many entries at most; `min_nr` is clamped to it).
+pub(crate) const MAX_OUT: usize = 4096;
+
+/// Chunk size of the pipe path and of the ring check (one page always fits an empty pipe).
+const CHUNK: usize = 4096;
+
+const ZERO_EVENT: ukevent = ukevent::new(0, kevent_id::from_u64(0), 0, 0);
+
+/// Set once `process_vm_readv`/`writev` was denied: copy through a pipe from then on.
+static USE_PIPE: AtomicBool = AtomicBool::new(false);
+
+#[cfg(test)]
+thread_local! {
+    /// Tests run the pipe path on one thread without touching the process-wide switch.
+    static FORCE_PIPE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether copies go through the pipe.
+fn pipe_only() -> bool {
+    #[cfg(test)]
+    if FORCE_PIPE.with(std::cell::Cell::get) {
+        return true;
+    }
+    USE_PIPE.load(Ordering::Relaxed)
+}
+
+/// Types that may be filled with arbitrary bytes from a C caller.
+///
+/// # Safety
+///
+/// Every bit pattern of `size_of::<Self>()` bytes is a valid value of the type.
+pub(crate) unsafe trait Plain: Copy {}
+
+// SAFETY: integers.
+unsafe impl Plain for libc::c_int {}
+// SAFETY: integers, a union of integers and a raw pointer (any bits are a valid raw pointer).
+unsafe impl Plain for ukevent {}
+// SAFETY: `sigevent` is ints, a `sigval` union (int or raw pointer) and int padding.
+unsafe impl Plain for libc::sigevent {}
+// SAFETY: two `timespec`s, each two integers.
+unsafe impl Plain for libc::itimerspec {}
+// SAFETY: `timer_t` is a raw pointer, valid with any bits; it is never dereferenced.
+unsafe impl Plain for libc::timer_t {}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Dir {
+    FromUser,
+    ToUser,
+}
+
+/// Copies `len` bytes between our `local` buffer and the C caller's address `user`.
+///
+/// # Safety
+///
+/// `local` is valid for `len` bytes: for writes with [`Dir::FromUser`], for reads with
+/// [`Dir::ToUser`].
+unsafe fn copy(dir: Dir, local: *mut u8, user: usize, len: usize) -> Result<(), Errno> {
+    if len == 0 {
+        return Ok(());
+    }
+    if user.checked_add(len).is_none() {
+        return Err(Errno::EFAULT);
+    }
+    if !pipe_only() {
+        // SAFETY: this function's contract.
+        match unsafe { vm_copy(dir, local, user, len) } {
+            Err(e) if e == Errno::EPERM || e == Errno::ENOSYS => {
+                USE_PIPE.store(true, Ordering::Relaxed)
+            }
+            r => return r,
+        }
+    }
+    // SAFETY: this function's contract.
+    unsafe { pipe_copy(dir, local, user, len) }
+}
+
+/// This process's pid, for `process_vm_*`.
+///
+/// `getpid()` is a real syscall (about 100 ns), so the pid is cached, in a page marked
+/// `MADV_WIPEONFORK`: the kernel hands any child (also one made by a raw `clone` that runs no
+/// `pthread_atfork` handler) a zeroed copy of that page, so a child never copies to or from
+/// its parent's memory with a stale pid. Where the kernel lacks `MADV_WIPEONFORK` (before
+/// 4.14) nothing is cached.
+fn own_pid() -> libc::pid_t {
+    static SLOT: OnceLock<Option<&'static AtomicI32>> = OnceLock::new();
+    let slot = SLOT.get_or_init(|| {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(64) as usize;
+        // SAFETY: a new private anonymous mapping at an address of the kernel's choice.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        // SAFETY: `p` is the page just mapped; madvise only changes its fork behaviour.
+        if unsafe { libc::madvise(p, page, libc::MADV_WIPEONFORK) } != 0 {
+            // SAFETY: the page just mapped, not shared with anyone.
+            unsafe { libc::munmap(p, page) };
+            return None;
+        }
+        // SAFETY: the page is zeroed (a valid `AtomicI32` 0), page-aligned, never unmapped
+        // (so `'static`), and only ever accessed through this atomic.
+        Some(unsafe { &*p.cast::<AtomicI32>() })
+    });
+    // SAFETY: getpid has no preconditions.
+    let getpid = || unsafe { libc::getpid() };
+    match slot {
+        Some(cached) => match cached.load(Ordering::Relaxed) {
+            0 => {
+                let pid = getpid();
+                cached.store(pid, Ordering::Relaxed);
+                pid
+            }
+            pid => pid,
+        },
+        None => getpid(),
+    }
+}
+
+/// The `process_vm_readv`/`writev` path.
+///
+/// # Safety
+///
+/// As [`copy`].
+unsafe fn vm_copy(dir: Dir, local: *mut u8, user: usize, len: usize) -> Result<(), Errno> {
+    let pid = own_pid();
+    let mut done = 0;
+    while done < len {
+        let local_iov = libc::iovec {
+            // `done < len`: in bounds of `local`.
+            iov_base: local.wrapping_add(done).cast(),
+            iov_len: len - done,
+        };
+        let user_iov = libc::iovec {
+            iov_base: std::ptr::without_provenance_mut(user + done),
+            iov_len: len - done,
+        };
+        // SAFETY: the kernel writes (FromUser) or reads (ToUser) `len - done` bytes of our
+        // buffer, valid for that per this function's contract; the user side is only an
+        // address the kernel checks (EFAULT).
+        let n = unsafe {
+            match dir {
+                Dir::FromUser => libc::process_vm_readv(pid, &local_iov, 1, &user_iov, 1, 0),
+                Dir::ToUser => libc::process_vm_writev(pid, &local_iov, 1, &user_iov, 1, 0),
+            }
+        };
+        if n < 0 {
+            let e = Errno::last();
+            return Err(
+                if e == Errno::EPERM || e == Errno::ENOSYS || e == Errno::ENOMEM {
+                    e
+                } else {
+                    Errno::EFAULT
+                },
+            );
+        }
+        if n == 0 {
+            return Err(Errno::EFAULT);
+        }
+        // A partial copy stopped at a bad page: the next round reports it.
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// A nonblocking pipe: bytes written from one address are read into another, and the kernel
+/// checks both.
+#[derive(Debug)]
+struct Pipe {
+    r: OwnedFd,
+    w: OwnedFd,
+}
+
+impl Pipe {
+    fn new() -> Result<Pipe, Errno> {
+        let mut fds = [-1; 2];
+        // SAFETY: pipe2 writes two fds into `fds`, a local array of two ints.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } < 0 {
+            return Err(Errno::last());
+        }
+        // SAFETY: pipe2 succeeded, so both fds are new and owned by nobody else.
+        Ok(unsafe {
+            Pipe {
+                r: OwnedFd::from_raw_fd(fds[0]),
+                w: OwnedFd::from_raw_fd(fds[1]),
+            }
+        })
+    }
+
+    /// `write(w, addr, len)`: the kernel reads `addr` (EFAULT if it cannot).
+    fn write(&self, addr: *const u8, len: usize) -> Result<usize, Errno> {
+        // SAFETY: write(2) only reads `addr`, and the kernel checks it.
+        let n = unsafe { libc::write(self.w.as_raw_fd(), addr.cast(), len) };
+        if n < 0 {
+            Err(Errno::last())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// `read(r, addr, len)`: the kernel writes `addr` (EFAULT if it cannot).
+    fn read(&self, addr: *mut u8, len: usize) -> Result<usize, Errno> {
+        // SAFETY: read(2) writes at most `len` bytes at `addr`, and the kernel checks it; local
+        // addresses passed here are valid for `len` bytes.
+        let n = unsafe { libc::read(self.r.as_raw_fd(), addr.cast(), len) };
+        if n < 0 {
+            Err(Errno::last())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Empties the pipe after a failed copy.
+    fn drain(&self) {
+        let mut scratch = [0u8; 512];
+        while matches!(self.read(scratch.as_mut_ptr(), scratch.len()), Ok(n) if n > 0) {}
+    }
+}
+
+thread_local! {
+    static PIPE: RefCell<Option<Pipe>> = const { RefCell::new(None) };
+}
+
+/// The pipe path: per chunk, one `write` and one `read`.
+///
+/// # Safety
+///
+/// As [`copy`].
+unsafe fn pipe_copy(dir: Dir, local: *mut u8, user: usize, len: usize) -> Result<(), Errno> {
+    let run = |p: &Pipe| -> Result<(), Errno> {
+        let mut done = 0;
+        while done < len {
+            let chunk = (len - done).min(CHUNK);
+            let l = local.wrapping_add(done);
+            let u: *mut u8 = std::ptr::without_provenance_mut(user + done);
+            let (src, dst) = match dir {
+                Dir::FromUser => (u.cast_const(), l),
+                Dir::ToUser => (l.cast_const(), u),
+            };
+            // An empty pipe always takes one page, so a good `src` is written whole.
+            let wrote = match p.write(src, chunk) {
+                Ok(n) => n,
+                Err(_) => return Err(Errno::EFAULT),
+            };
+            let read = p.read(dst, wrote);
+            if wrote < chunk || read != Ok(wrote) {
+                p.drain();
+                return Err(Errno::EFAULT);
+            }
+            done += chunk;
+        }
+        Ok(())
+    };
+    // A per-thread pipe; a fresh one when it is busy (a signal handler interrupted a copy) or
+    // gone (thread teardown).
+    let cached = PIPE.try_with(|cell| {
+        let mut slot = cell.try_borrow_mut().ok()?;
+        if slot.is_none() {
+            *slot = Pipe::new().ok();
+        }
+        slot.as_ref().map(&run)
+    });
+    match cached {
+        Ok(Some(r)) => r,
+        _ => run(&Pipe::new()?),
+    }
+}
+
+/// Reads one `T` from the C caller's `user`.
+pub(crate) fn read_value<T: Plain>(user: *const T) -> Result<T, Errno> {
+    let mut v = MaybeUninit::<T>::uninit();
+    // SAFETY: `v` is valid for writes of `size_of::<T>()` bytes.
+    unsafe {
+        copy(
+            Dir::FromUser,
+            v.as_mut_ptr().cast(),
+            user.addr(),
+            size_of::<T>(),
+        )?
+    };
+    // SAFETY: the copy succeeded, so every byte was written, and any bytes are a valid `T`
+    // (`Plain`).
+    Ok(unsafe { v.assume_init() })
+}
+
+/// Writes `v` to the C caller's `user`.
+pub(crate) fn write_value<T: Plain>(user: *mut T, v: &T) -> Result<(), Errno> {
+    let local: *const T = v;
+    // SAFETY: `v` is valid for reads of `size_of::<T>()` bytes; `copy` only reads it.
+    unsafe {
+        copy(
+            Dir::ToUser,
+            local.cast_mut().cast(),
+            user.addr(),
+            size_of::<T>(),
+        )
+    }
+}
+
+/// A private array of ukevents: on the stack up to [`INLINE`], else on the heap.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the inline variant is the point: no heap allocation for up to INLINE entries"
+)]
+enum EventBuf {
+    Inline([MaybeUninit<ukevent>; INLINE]),
+    Heap(Vec<MaybeUninit<ukevent>>),
+}
+
+impl EventBuf {
+    /// Room for `n` entries, uninitialized; `ENOMEM` if the heap refuses.
+    fn new(n: usize) -> Result<EventBuf, Errno> {
+        if n <= INLINE {
+            return Ok(EventBuf::Inline([const { MaybeUninit::uninit() }; INLINE]));
+        }
+        let mut v = Vec::new();
+        v.try_reserve_exact(n).map_err(|_| Errno::ENOMEM)?;
+        v.resize(n, MaybeUninit::uninit());
+        Ok(EventBuf::Heap(v))
+    }
+
+    fn slots(&mut self) -> &mut [MaybeUninit<ukevent>] {
+        match self {
+            EventBuf::Inline(a) => a,
+            EventBuf::Heap(v) => v,
+        }
+    }
+
+    /// The first `n` entries, read from the C caller's array at `user`.
+    fn read_from(&mut self, user: *const ukevent, n: usize) -> Result<&mut [ukevent], Errno> {
+        let slots = self.slots().get_mut(..n).ok_or(Errno::EINVAL)?;
+        // SAFETY: `slots` is valid for writes of `n` entries.
+        unsafe {
+            copy(
+                Dir::FromUser,
+                slots.as_mut_ptr().cast(),
+                user.addr(),
+                n * size_of::<ukevent>(),
+            )?
+        };
+        // SAFETY: the copy wrote all `n` entries, and any bytes are a valid ukevent (`Plain`).
+        Ok(unsafe { &mut *(slots as *mut [MaybeUninit<ukevent>] as *mut [ukevent]) })
+    }
+
+    /// The first `n` entries, copied from `src`.
+    fn copy_of(&mut self, src: &[ukevent]) -> Result<&[ukevent], Errno> {
+        let slots = self.slots().get_mut(..src.len()).ok_or(Errno::EINVAL)?;
+        for (slot, ev) in slots.iter_mut().zip(src) {
+            slot.write(*ev);
+        }
+        // SAFETY: every one of these entries was just written.
+        Ok(unsafe { &*(slots as *const [MaybeUninit<ukevent>] as *const [ukevent]) })
+    }
+}
+
+fn event_bytes(e: &ukevent) -> &[u8] {
+    let p: *const ukevent = e;
+    // SAFETY: a ukevent is 40 bytes of integers (and a pointer) without padding, readable for
+    // the lifetime of the borrow.
+    unsafe { std::slice::from_raw_parts(p.cast::<u8>(), size_of::<ukevent>()) }
+}
+
+/// Writes `events` to the C caller's array at `user`.
+fn write_events(user: *mut ukevent, events: &[ukevent]) -> Result<(), Errno> {
+    // SAFETY: `events` is valid for reads of its length in bytes; `copy` only reads it.
+    unsafe {
+        copy(
+            Dir::ToUser,
+            events.as_ptr().cast_mut().cast(),
+            user.addr(),
+            std::mem::size_of_val(events),
+        )
+    }
+}
+
+/// Runs `f` on a private copy of the `num` ukevents at the C caller's `user`, then writes back
+/// the span of entries `f` changed (nothing if it changed none). `EFAULT` if the array is not
+/// readable, or not writable where it changed.
+pub(crate) fn with_events_inout<R>(
+    user: *mut ukevent,
+    num: u32,
+    f: impl FnOnce(&mut [ukevent]) -> Result<R, Errno>,
+) -> Result<R, Errno> {
+    let n = num as usize;
+    let mut buf = EventBuf::new(n)?;
+    let mut orig_buf = EventBuf::new(n)?;
+    let events = buf.read_from(user, n)?;
+    let orig = orig_buf.copy_of(events)?;
+    let r = f(events);
+    let changed = |(a, b): (&ukevent, &ukevent)| event_bytes(a) != event_bytes(b);
+    let first = events.iter().zip(orig).position(changed);
+    let last = events.iter().zip(orig).rposition(changed);
+    if let (Some(first), Some(last)) = (first, last) {
+        let span = events.get(first..=last).ok_or(Errno::EINVAL)?;
+        write_events(user.wrapping_add(first), span)?;
+    }
+    r
+}
+
+thread_local! {
+    /// The private buffer of [`with_events_out`], kept per thread: an event loop that asks for
+    /// 1024 events per call would otherwise allocate and zero 40 KiB every time. Its entries
+    /// stay initialized (zeroed when it grows, then whatever the last call left).
+    static OUT: RefCell<Vec<ukevent>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on a private buffer of `min(max_nr, MAX_OUT)` initialized ukevents; `f` returns
+/// how many it filled, which are then written to the C caller's `user`. `EFAULT` if they
+/// cannot be; nothing is written (and `user` may be anything) when `f` returns 0.
+pub(crate) fn with_events_out(
+    user: *mut ukevent,
+    max_nr: u32,
+    f: impl FnOnce(&mut [ukevent]) -> Result<u32, Errno>,
+) -> Result<u32, Errno> {
+    let n = (max_nr as usize).min(MAX_OUT);
+    let run = |buf: &mut Vec<ukevent>| -> Result<u32, Errno> {
+        if buf.len() < n {
+            buf.try_reserve_exact(n - buf.len())
+                .map_err(|_| Errno::ENOMEM)?;
+            buf.resize(n, ZERO_EVENT);
+        }
+        let events = buf.get_mut(..n).ok_or(Errno::EIO)?;
+        let got = f(events)?;
+        let filled = events.get(..got as usize).ok_or(Errno::EIO)?;
+        write_events(user, filled)?;
+        Ok(got)
+    };
+    // The per-thread buffer, or a fresh one if it is busy (a signal handler interrupted a call
+    // on this thread) or gone (thread teardown).
+    let mut run = Some(run);
+    let cached = OUT.try_with(|cell| {
+        let mut buf = cell.try_borrow_mut().ok()?;
+        run.take().map(|run| run(&mut buf))
+    });
+    match (cached, run) {
+        (Ok(Some(r)), _) => r,
+        (_, Some(run)) => run(&mut Vec::new()),
+        // `run` was taken only when the cached buffer was used.
+        (_, None) => Err(Errno::EIO),
+    }
+}
+
+/// Checks that the `ring_bytes(num)` bytes of a ring are mapped, readable and writable, by
+/// reading them and writing the same bytes back (the ring is not in use yet: no queue has it).
+/// `EINVAL` if `ring` is not aligned for `struct kevent_ring` (no C program can make such a
+/// pointer without undefined behaviour, and the engine writes it with aligned stores).
+pub(crate) fn check_ring(ring: *mut kevent_ring, num: u32) -> Result<(), Errno> {
+    if ring.addr() % std::mem::align_of::<kevent_ring>() != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let len = kevent_sys::ring_bytes(num).ok_or(Errno::EINVAL)?;
+    let mut buf = [0u8; CHUNK];
+    let mut done = 0;
+    while done < len {
+        let chunk = (len - done).min(CHUNK);
+        let user = ring.addr().checked_add(done).ok_or(Errno::EFAULT)?;
+        // SAFETY: `buf` is valid for reads and writes of `chunk <= CHUNK` bytes.
+        unsafe {
+            copy(Dir::FromUser, buf.as_mut_ptr(), user, chunk)?;
+            copy(Dir::ToUser, buf.as_mut_ptr(), user, chunk)?;
+        }
+        done += chunk;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// Runs `f` once with process_vm_* and once through the pipe.
+    fn both_ways(f: impl Fn()) {
+        f();
+        FORCE_PIPE.with(|p| p.set(true));
+        f();
+        FORCE_PIPE.with(|p| p.set(false));
+    }
+
+    /// Two pages whose second page is inaccessible (`PROT_NONE`: the kernel's copies fail on
+    /// it exactly as on an unmapped page, and unlike an unmapped hole no other test's `mmap`
+    /// can land there), and a read-only page.
+    struct Pages {
+        rw: *mut u8,
+        ro: *mut u8,
+        page: usize,
+    }
+
+    impl Pages {
+        fn new() -> Pages {
+            // SAFETY: sysconf has no preconditions.
+            let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+            // SAFETY: anonymous mappings at an address of the kernel's choice; the second page
+            // of `rw` is made inaccessible, a hole right after the first page.
+            unsafe {
+                let prot = libc::PROT_READ | libc::PROT_WRITE;
+                let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+                let rw = libc::mmap(std::ptr::null_mut(), 2 * page, prot, flags, -1, 0);
+                assert_ne!(rw, libc::MAP_FAILED);
+                let hole = rw.cast::<u8>().add(page).cast();
+                assert_eq!(libc::mprotect(hole, page, libc::PROT_NONE), 0);
+                let ro = libc::mmap(std::ptr::null_mut(), page, libc::PROT_READ, flags, -1, 0);
+                assert_ne!(ro, libc::MAP_FAILED);
+                Pages {
+                    rw: rw.cast(),
+                    ro: ro.cast(),
+                    page,
+                }
+            }
+        }
+
+        /// `n` ukevents ending exactly at the hole.
+        fn events_before_hole(&self, n: usize) -> *mut ukevent {
+            self.rw
+                .wrapping_add(self.page - n * size_of::<ukevent>())
+                .cast()
+        }
+    }
+
+    impl Drop for Pages {
+        fn drop(&mut self) {
+            // SAFETY: the mappings made in `new`.
+            unsafe {
+                libc::munmap(self.rw.cast(), 2 * self.page);
+                libc::munmap(self.ro.cast(), self.page);
+            }
+        }
+    }
+
+    /// The cached pid is the child's own in a forked child (MADV_WIPEONFORK), so a child
+    /// never copies from its parent.
+    #[test]
+    fn cached_pid_follows_fork() {
+        // SAFETY: getpid has no preconditions.
+        assert_eq!(own_pid(), unsafe { libc::getpid() });
+        // SAFETY: the child only calls async-signal-safe functions (getpid, the atomic load
+        // and store of own_pid's already initialized slot, process_vm_readv) and `_exit`s.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let mut x: libc::c_int = 5;
+            // SAFETY: as above.
+            let ok = own_pid() == unsafe { libc::getpid() } && read_value(&raw mut x) == Ok(5);
+            x = 0;
+            // SAFETY: as above.
+            unsafe { libc::_exit(if ok && x == 0 { 0 } else { 1 }) };
+        }
+        assert!(child > 0);
+        let mut status = 0;
+        // SAFETY: waits for our own child, writing `status`, a local.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{status:#x}"
+        );
+    }
+
+    #[test]
+    fn values_round_trip_and_bad_addresses_are_efault() {
+        both_ways(|| {
+            let mut x: libc::c_int = 0;
+            write_value(&mut x, &42).unwrap();
+            assert_eq!(read_value(&x), Ok(42));
+            assert_eq!(
+                read_value::<libc::c_int>(std::ptr::null()),
+                Err(Errno::EFAULT)
+            );
+            assert_eq!(
+                write_value::<libc::c_int>(std::ptr::null_mut(), &1),
+                Err(Errno::EFAULT)
+            );
+            let p = Pages::new();
+            let hole: *mut libc::c_int = p.rw.wrapping_add(p.page).cast();
+            assert_eq!(read_value(hole), Err(Errno::EFAULT));
+            // Straddling the end of the mapping.
+            let straddle: *mut libc::itimerspec = p.rw.wrapping_add(p.page - 8).cast();
+            assert_eq!(read_value(straddle).map(|_| ()), Err(Errno::EFAULT));
+            // Read-only memory can be read, not written.
+            assert_eq!(read_value(p.ro.cast::<libc::c_int>()), Ok(0));
+            assert_eq!(
+                write_value(p.ro.cast::<libc::c_int>(), &1),
+                Err(Errno::EFAULT)
+            );
+            let top: *const libc::c_int = std::ptr::without_provenance(usize::MAX - 1);
+            assert_eq!(read_value(top), Err(Errno::EFAULT));
+        });
+    }
+
+    #[test]
+    fn inout_writes_back_only_the_changed_span() {
+        both_ways(|| {
+            let mut arr = [ZERO_EVENT; 5];
+            for (i, e) in arr.iter_mut().enumerate() {
+                e.event = i as u32;
+            }
+            let r = with_events_inout(arr.as_mut_ptr(), 5, |ev| {
+                assert_eq!(ev.len(), 5);
+                ev[1].ret_flags = 2;
+                ev[3].ret_flags = 3;
+                Ok(7u32)
+            });
+            assert_eq!(r, Ok(7));
+            assert_eq!(arr.map(|e| e.ret_flags), [0, 2, 0, 3, 0]);
+            assert_eq!(arr.map(|e| e.event), [0, 1, 2, 3, 4]);
+
+            // Read-only and unchanged: fine, as with the kernel. Changed: EFAULT.
+            let p = Pages::new();
+            let ro = p.ro.cast::<ukevent>();
+            assert_eq!(with_events_inout(ro, 2, |_| Ok(())), Ok(()));
+            let r = with_events_inout(ro, 2, |ev| {
+                ev[1].ret_flags = 1;
+                Ok(())
+            });
+            assert_eq!(r, Err(Errno::EFAULT));
+            // NULL with num > 0, and arrays that run into a hole.
+            assert_eq!(
+                with_events_inout(std::ptr::null_mut(), 1, |_| Ok(())),
+                Err(Errno::EFAULT)
+            );
+            assert_eq!(
+                with_events_inout(std::ptr::null_mut(), 0, |ev| Ok(ev.len())),
+                Ok(0)
+            );
+            let end = p.events_before_hole(2);
+            assert_eq!(with_events_inout(end, 2, |ev| Ok(ev.len())), Ok(2));
+            assert_eq!(with_events_inout(end, 3, |_| Ok(())), Err(Errno::EFAULT));
+            // Large (heap) arrays.
+            let mut big = vec![ZERO_EVENT; 100];
+            let r = with_events_inout(big.as_mut_ptr(), 100, |ev| {
+                ev[99].ret_data = [1, 2];
+                Ok(ev.len())
+            });
+            assert_eq!(r, Ok(100));
+            assert_eq!(big[99].ret_data, [1, 2]);
+            // A call error still returns the call's error.
+            assert_eq!(
+                with_events_inout(big.as_mut_ptr(), 1, |_| Err::<(), _>(Errno::EBADF)),
+                Err(Errno::EBADF)
+            );
+        });
+    }
+
+    #[test]
+    fn out_writes_what_was_filled() {
+        both_ways(|| {
+            let mut arr = [ZERO_EVENT; 4];
+            let r = with_events_out(arr.as_mut_ptr(), 4, |ev| {
+                assert_eq!(ev.len(), 4);
+                ev[0].event = 9;
+                ev[1].event = 8;
+                Ok(2)
+            });
+            assert_eq!(r, Ok(2));
+            assert_eq!(arr.map(|e| e.event), [9, 8, 0, 0]);
+            // Nothing to write: any buffer is fine. Something to write: EFAULT.
+            assert_eq!(with_events_out(std::ptr::null_mut(), 4, |_| Ok(0)), Ok(0));
+            assert_eq!(
+                with_events_out(std::ptr::null_mut(), 4, |_| Ok(1)),
+                Err(Errno::EFAULT)
+            );
+            let p = Pages::new();
+            assert_eq!(
+                with_events_out(p.ro.cast(), 4, |_| Ok(1)),
+                Err(Errno::EFAULT)
+            );
+            // The buffer is capped.
+            let r = with_events_out(std::ptr::null_mut(), u32::MAX, |ev| {
+                assert_eq!(ev.len(), MAX_OUT);
+                Ok(0)
+            });
+            assert_eq!(r, Ok(0));
+        });
+    }
+
+    #[test]
+    fn ring_check_needs_the_whole_ring_writable() {
+        both_ways(|| {
+            let p = Pages::new();
+            // 8 + 2 * 40 bytes at the end of the first page: fits; one more entry does not.
+            let ring = p.rw.wrapping_add(p.page - 88).cast::<kevent_ring>();
+            assert_eq!(check_ring(ring, 2), Ok(()));
+            assert_eq!(check_ring(ring, 3), Err(Errno::EFAULT));
+            assert_eq!(check_ring(p.ro.cast(), 2), Err(Errno::EFAULT));
+            assert_eq!(check_ring(std::ptr::null_mut(), 2), Err(Errno::EFAULT));
+            let odd = p.rw.wrapping_add(4).cast::<kevent_ring>();
+            assert_eq!(check_ring(odd, 2), Err(Errno::EINVAL));
+            // The bytes are preserved.
+            let mut mem = vec![0u64; (8 + 100 * 40) / 8];
+            for (i, w) in mem.iter_mut().enumerate() {
+                *w = i as u64;
+            }
+            assert_eq!(check_ring(mem.as_mut_ptr().cast(), 100), Ok(()));
+            assert!(mem.iter().enumerate().all(|(i, w)| *w == i as u64));
+        });
+    }
+
+    fn ns_per(iters: u32, mut f: impl FnMut()) -> f64 {
+        for _ in 0..iters / 10 {
+            f();
+        }
+        let t = Instant::now();
+        for _ in 0..iters {
+            f();
+        }
+        t.elapsed().as_nanos() as f64 / iters as f64
+    }
+
+    /// What the copies cost. Run with
+    /// `cargo test --release -p kevent-c --lib uaccess_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement; prints ns per copy"]
+    fn uaccess_cost() {
+        let iters = 200_000;
+        let getpid = ns_per(iters, || {
+            // SAFETY: getpid has no preconditions.
+            std::hint::black_box(unsafe { libc::getpid() });
+        });
+        println!("getpid(): {getpid:.0} ns");
+        for pipe in [false, true] {
+            FORCE_PIPE.with(|p| p.set(pipe));
+            let how = if pipe { "pipe" } else { "process_vm" };
+            for n in [1usize, 8, 64] {
+                let mut src = vec![ZERO_EVENT; n];
+                let mut dst = vec![ZERO_EVENT; n];
+                let memcpy = ns_per(iters, || {
+                    dst.copy_from_slice(std::hint::black_box(&src));
+                });
+                let inout = ns_per(iters, || {
+                    with_events_inout(src.as_mut_ptr(), n as u32, |ev| Ok(ev.len())).unwrap();
+                });
+                let inout_w = ns_per(iters, || {
+                    with_events_inout(src.as_mut_ptr(), n as u32, |ev| {
+                        ev[0].ret_flags ^= 1;
+                        Ok(ev.len())
+                    })
+                    .unwrap();
+                });
+                let out = ns_per(iters, || {
+                    with_events_out(dst.as_mut_ptr(), n as u32, |_| Ok(n as u32)).unwrap();
+                });
+                println!(
+                    "{how:>10} {n:>3} ukevents: memcpy {memcpy:>5.0} ns | ctl copy-in {inout:>5.0} ns, \
+                     copy-in+write-back {inout_w:>5.0} ns | get_events copy-out {out:>5.0} ns"
+                );
+            }
+            let mut ring = vec![0u64; (8 + 256 * 40) / 8];
+            let check = ns_per(2_000, || check_ring(ring.as_mut_ptr().cast(), 256).unwrap());
+            println!("{how:>10} ring check at init, 256 entries: {check:.0} ns");
+        }
+        FORCE_PIPE.with(|p| p.set(false));
+    }
+}
