@@ -1,42 +1,138 @@
-//! `kevent-bench`: the project's main job.
-//!
-//! Until the benchmark suite exists it has one subcommand, `report` (the default): the backend
-//! this process would use (and, when it is the fallback, exactly why native is unavailable),
-//! and a summary of the ABI this build was compiled against.
+//! `kevent-bench`: the project's main job. Benchmarks that reproduce the measurements kevent
+//! and kqueue were argued with, against select, poll and epoll, on every available kevent
+//! backend, plus the backend and ABI report.
 //!
 //! ```text
-//! cargo run --release -p kevent-bench            # same as `... -- report`
-//! KEVENT_BACKEND=fallback cargo run --release -p kevent-bench
+//! cargo run --release -p kevent-bench -- all --quick --out bench-results   # ~2 minutes
+//! cargo run --release -p kevent-bench -- all --out bench-results           # the full run
+//! cargo run --release -p kevent-bench -- poller --quick
+//! cargo run --release -p kevent-bench -- report
 //! ```
 //!
-//! Subcommands are dispatched in [`main`] on the first argument; each one is a function that
-//! writes its report to a `Write` and returns the process exit code.
+//! Each benchmark subcommand prints a Markdown report to stdout and, with `--out DIR`, writes
+//! `DIR/report.md`, `DIR/<name>.json` (and `DIR/results.json` for `all`) and SVG charts for
+//! the poller and HTTP results. Progress goes to stderr.
+//!
+//! Modules: [`poller`], [`http`], [`registry`], [`timers`], [`ring`] are the benchmarks;
+//! [`report`] is the backend report; [`stats`], [`json`], [`svg`] are the output side;
+//! [`os`], [`rawqueue`] and [`machine`] are the measuring side.
+
+pub mod http;
+pub mod json;
+pub mod machine;
+pub mod os;
+pub mod poller;
+pub mod rawqueue;
+pub mod registry;
+pub mod report;
+pub mod ring;
+pub mod stats;
+pub mod svg;
+pub mod timers;
 
 use std::io::{self, Write};
-use std::mem::{align_of, size_of};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kevent_sys::detect::{self, BACKEND_ENV, Backend, Detection, Unavailable};
-use kevent_sys::syscall::SyscallTable;
+use kevent_sys::detect;
+
+use crate::json::Json;
+use crate::machine::Machine;
+use crate::poller::Transport;
 
 const USAGE: &str = "\
-usage: kevent-bench [SUBCOMMAND]
+usage: kevent-bench [SUBCOMMAND] [--quick] [--out DIR] [--transport unix-dgram|socketpair]
 
 subcommands:
-  report   print the detected backend (and why native is unavailable) and the ABI summary
-           (the default)
-  help     print this text
+  report     print the detected backend (and why native is unavailable) and the ABI summary
+             (the default; `backend` is an alias)
+  poller     N watched descriptors, A active: µs per round for select, poll, epoll and kevent
+             (get_events and ring) on every available backend
+  http       single-threaded HTTP/1.1 servers on epoll and on kevent under ab and wrk
+  registry   kevent_ctl ADD/MODIFY/REMOVE ns/op with 1e3..1e6 registered kevents, random vs
+             colliding ids, and epoll_ctl for comparison
+  timers     10k/100k/1M periodic timers in one queue: memory, CPU per expiry, lateness
+  ring       events/s through get_events vs the ring, and syscalls per event
+  all        every benchmark above, in that order
+  help       print this text
+
+options:
+  --quick        short settings (`all --quick` takes about two minutes on two cores)
+  --out DIR      write report.md, JSON and SVG files into DIR (created if missing)
+  --transport T  poller descriptors: unix-dgram (default: N fds) or socketpair (2N fds)
 
 environment:
   KEVENT_BACKEND=auto|native|fallback   backend selection (default auto)
 ";
 
+/// Command-line options shared by the benchmark subcommands.
+#[derive(Clone, Debug)]
+pub struct Opts {
+    /// Short settings.
+    pub quick: bool,
+    /// Where to write report.md, JSON and SVG files.
+    pub out: Option<PathBuf>,
+    /// Poller transport.
+    pub transport: Transport,
+}
+
+/// One benchmark's results: Markdown, JSON and charts.
+#[derive(Clone, Debug)]
+pub struct Section {
+    /// File stem and JSON key (`poller`, `http`, ...).
+    pub name: &'static str,
+    /// Heading.
+    pub title: String,
+    /// The Markdown body (tables and notes).
+    pub markdown: String,
+    /// The machine-readable results.
+    pub json: Json,
+    /// `(file name, SVG text)`.
+    pub charts: Vec<(String, String)>,
+}
+
+fn parse_opts(args: &[String]) -> Result<Opts, String> {
+    let mut opts = Opts {
+        quick: false,
+        out: None,
+        transport: Transport::UnixDgram,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => opts.quick = true,
+            "--out" => {
+                opts.out = Some(it.next().ok_or("--out needs a directory")?.into());
+            }
+            "--transport" => {
+                let v = it.next().ok_or("--transport needs a value")?;
+                opts.transport =
+                    Transport::parse(v).ok_or_else(|| format!("unknown transport {v:?}"))?;
+            }
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(opts)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let stdout = &mut io::stdout().lock();
-    let result = match args.first().map(String::as_str) {
-        None | Some("report") if args.len() <= 1 => report(stdout, detect::current()),
-        Some("help" | "-h" | "--help") => stdout.write_all(USAGE.as_bytes()).map(|()| 0),
+    let (cmd, rest) = match args.split_first() {
+        Some((c, rest)) => (c.as_str(), rest),
+        None => ("report", &[][..]),
+    };
+    let result = match cmd {
+        "report" | "backend" if rest.is_empty() => report::report(stdout, detect::current()),
+        "help" | "-h" | "--help" => stdout.write_all(USAGE.as_bytes()).map(|()| 0),
+        "poller" | "http" | "registry" | "timers" | "ring" | "all" => match parse_opts(rest) {
+            Ok(opts) => bench(stdout, cmd, &opts),
+            Err(e) => {
+                eprintln!("kevent-bench: {e}\n\n{USAGE}");
+                Ok(2)
+            }
+        },
+        "ring-syscalls" => ring::syscall_child(rest).map(|()| 0),
         _ => {
             eprintln!("kevent-bench: unknown arguments {args:?}\n\n{USAGE}");
             Ok(2)
@@ -51,126 +147,129 @@ fn main() -> ExitCode {
     }
 }
 
-/// The `report` subcommand. Exit code 0, or 1 when no backend can be used (an invalid
-/// `KEVENT_BACKEND`, or `native` on a kernel without kevent).
-fn report(out: &mut impl Write, detection: Result<&Detection, &Unavailable>) -> io::Result<u8> {
-    writeln!(out, "kevent-bench report")?;
-    let selection = match std::env::var_os(BACKEND_ENV) {
-        Some(v) => format!("{BACKEND_ENV}={}", v.to_string_lossy()),
-        None => format!("{BACKEND_ENV} unset"),
+/// Runs the benchmark subcommand `cmd` (or all of them) and writes the outputs.
+fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
+    let machine = Machine::probe();
+    let cpus = os::allowed_cpus();
+    let names: &[&str] = match cmd {
+        "all" => &["poller", "http", "registry", "timers", "ring"],
+        one => std::slice::from_ref(match one {
+            "poller" => &"poller",
+            "http" => &"http",
+            "registry" => &"registry",
+            "timers" => &"timers",
+            _ => &"ring",
+        }),
     };
-    let code = match detection {
-        Ok(d) => {
-            writeln!(out, "backend: {} ({selection})", d.backend)?;
-            match (d.backend, &d.syscalls, &d.unavailable) {
-                (Backend::Native, Some(t), _) => {
-                    writeln!(out, "  kevent syscalls: {}", table(t))?;
-                }
-                (_, _, Some(why)) => writeln!(out, "  native unavailable: {why}")?,
-                _ => {}
-            }
-            0
-        }
-        Err(why) => {
-            writeln!(out, "backend: none ({selection})")?;
-            writeln!(out, "  error: {why}")?;
-            1
-        }
-    };
-    abi_summary(out)?;
-    Ok(code)
-}
-
-fn table(t: &SyscallTable) -> String {
-    format!(
-        "init={} ctl={} get_events={} wait={} commit={}",
-        t.init, t.ctl, t.get_events, t.wait, t.commit
-    )
-}
-
-/// The ABI this binary was built against: where the bindings came from, the structures, and
-/// the event types.
-fn abi_summary(out: &mut impl Write) -> io::Result<()> {
-    use kevent_sys::{kevent_id, kevent_ring, ukevent};
-    writeln!(out, "ABI: kevent ABI v1")?;
-    writeln!(out, "  bindings: {}", kevent_sys::BINDINGS_SOURCE)?;
-    let header = SyscallTable::from_header().map_or_else(
-        || "none (no patched kernel headers at build time)".to_owned(),
-        |t| table(&t),
+    let mut md = format!(
+        "# kevent-bench results\n\n{}* Command: `kevent-bench {cmd}{}`{}\n* Build: {} \
+         (kevent-bench {})\n* Pinning: {}\n\n",
+        machine.markdown(),
+        if opts.quick { " --quick" } else { "" },
+        if opts.transport == Transport::SocketPair {
+            " --transport socketpair"
+        } else {
+            ""
+        },
+        if cfg!(debug_assertions) {
+            "**debug build: figures are not meaningful, use --release**"
+        } else {
+            "release"
+        },
+        env!("CARGO_PKG_VERSION"),
+        pinning_note(&cpus),
     );
-    writeln!(out, "  header syscall numbers: {header}")?;
-    for (name, size, align) in [
-        (
-            "struct kevent_id",
-            size_of::<kevent_id>(),
-            align_of::<kevent_id>(),
-        ),
-        (
-            "struct ukevent",
-            size_of::<ukevent>(),
-            align_of::<ukevent>(),
-        ),
-        (
-            "struct kevent_ring",
-            size_of::<kevent_ring>(),
-            align_of::<kevent_ring>(),
-        ),
-    ] {
-        writeln!(out, "  {name:<18} size {size:>2}  align {align}")?;
+    if cfg!(debug_assertions) {
+        eprintln!("kevent-bench: warning: a debug build; run with `cargo run --release`");
     }
-    writeln!(
-        out,
-        "  a ring of n entries takes {} + n * {} bytes",
-        kevent_sys::KEVENT_RING_HEADER_SIZE,
-        kevent_sys::UKEVENT_SIZE
-    )?;
-    let types: Vec<String> = (0..kevent_sys::KEVENT_MAX)
-        .map(|t| format!("{}={t}", kevent_sys::type_name(t).unwrap_or("?")))
-        .collect();
-    writeln!(out, "  types: {}", types.join(" "))?;
-    Ok(())
+    write!(out, "{md}")?;
+    out.flush()?;
+    let mut all = Json::obj([
+        ("machine", machine.json()),
+        ("quick", Json::from(opts.quick)),
+        ("release", Json::from(!cfg!(debug_assertions))),
+        ("cpus", Json::arr(cpus.iter().map(|&c| Json::from(c)))),
+    ]);
+    if let Some(dir) = &opts.out {
+        std::fs::create_dir_all(dir)?;
+    }
+    for &name in names {
+        let started = os::now_ns();
+        eprintln!("kevent-bench: {name} ...");
+        // Single-process benchmarks run pinned to one CPU; http pins its threads itself.
+        if name != "http" && cpus.len() > 1 {
+            let _ = os::pin_thread(*cpus.last().unwrap_or(&0));
+        }
+        let section = match name {
+            "poller" => poller::run(opts, &machine),
+            "http" => http::run(opts, &machine),
+            "registry" => registry::run(opts, &machine),
+            "timers" => timers::run(opts, &machine),
+            _ => ring::run(opts, &machine),
+        };
+        os::unpin_thread(&cpus);
+        let secs = (os::now_ns() - started) as f64 / 1e9;
+        eprintln!("kevent-bench: {name} took {secs:.1} s");
+        let mut text = format!("## {}\n\n{}", section.title, section.markdown);
+        for (file, _) in &section.charts {
+            text.push_str(&format!("![{file}]({file})\n"));
+        }
+        text.push_str(&format!("\n(`{name}` took {secs:.0} s)\n\n"));
+        write!(out, "{text}")?;
+        out.flush()?;
+        md.push_str(&text);
+        let mut json = section.json.clone();
+        json.push("seconds", Json::from(secs));
+        if let Some(dir) = &opts.out {
+            std::fs::write(dir.join(format!("{name}.json")), json.pretty())?;
+            for (file, svg) in &section.charts {
+                std::fs::write(dir.join(file), svg)?;
+            }
+        }
+        all.push(name, json);
+    }
+    if let Some(dir) = &opts.out {
+        std::fs::write(dir.join("report.md"), &md)?;
+        if cmd == "all" {
+            std::fs::write(dir.join("results.json"), all.pretty())?;
+        }
+        eprintln!("kevent-bench: wrote {}", dir.display());
+    }
+    Ok(0)
+}
+
+/// How the benchmarks use the CPUs, for the report header.
+fn pinning_note(cpus: &[usize]) -> String {
+    match cpus {
+        [] | [_] => "one CPU available: nothing pinned (server and load generator share it)".into(),
+        [first, .., last] => format!(
+            "{} CPUs used ({cpus:?}). Single-process benchmarks (poller, registry, timers, \
+             ring) run pinned to CPU {last}; http pins the server thread to CPU {first} and the \
+             load generator (ab or wrk, a child process) to CPU {last}",
+            cpus.len()
+        ),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn render(detection: Result<&Detection, &Unavailable>) -> (String, u8) {
-        let mut out = Vec::new();
-        let code = report(&mut out, detection).unwrap();
-        (String::from_utf8(out).unwrap(), code)
+    #[test]
+    fn options_parse() {
+        let a = |v: &[&str]| parse_opts(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let o = a(&["--quick", "--out", "d", "--transport", "socketpair"]).unwrap();
+        assert!(o.quick);
+        assert_eq!(o.out, Some(PathBuf::from("d")));
+        assert_eq!(o.transport, Transport::SocketPair);
+        assert!(a(&["--out"]).is_err());
+        assert!(a(&["--bogus"]).is_err());
+        assert!(a(&["--transport", "x"]).is_err());
     }
 
     #[test]
-    fn report_names_backend_reason_and_abi() {
-        let d = detect::Detector::new()
-            .sysfs_root("/nonexistent/kevent")
-            .selection(detect::Selection::Auto)
-            .run()
-            .unwrap();
-        let (text, code) = render(Ok(&d));
-        assert_eq!(code, 0);
-        assert!(text.contains("backend: fallback"), "{text}");
-        assert!(
-            text.contains("native unavailable: /nonexistent/kevent does not exist"),
-            "{text}"
-        );
-        assert!(
-            text.contains("struct ukevent     size 40  align 8"),
-            "{text}"
-        );
-        assert!(text.contains("types: SOCKET=0 INODE=1"), "{text}");
-        assert!(text.contains("UNOTIFY=9"), "{text}");
-    }
-
-    #[test]
-    fn report_without_backend_exits_1() {
-        let why = Unavailable::InvalidSelection {
-            value: "bogus".into(),
-        };
-        let (text, code) = render(Err(&why));
-        assert_eq!(code, 1);
-        assert!(text.contains("backend: none"), "{text}");
-        assert!(text.contains("invalid KEVENT_BACKEND=\"bogus\""), "{text}");
+    fn pinning_is_described() {
+        assert!(pinning_note(&[0]).contains("nothing pinned"));
+        assert!(pinning_note(&[0, 1]).contains("server thread to CPU 0"));
     }
 }

@@ -1,0 +1,447 @@
+//! The two single-threaded HTTP/1.1 servers: one on raw epoll, one on a kevent queue. Both
+//! share the connection logic ([`Conn`]): read what is there, answer every complete request
+//! with a static `200 OK`, keep the connection open (HTTP/1.1 default, or HTTP/1.0 with
+//! `Connection: keep-alive`) or close it after the response (HTTP/1.0 default, or
+//! `Connection: close`).
+//!
+//! Both are level-triggered, accept until `EAGAIN`, read once per readiness, and answer with
+//! one `write`. They differ only in the event mechanism:
+//!
+//! * epoll: `EPOLL_CTL_ADD` per accepted socket, `close` to unregister;
+//! * kevent: the accepted sockets of one wait are registered with one `kevent_ctl(ADD)`
+//!   (with `KEVENT_REQ_ALWAYS_QUEUE`, so a socket that already has its request is registered
+//!   and queued rather than returned from ADD), and the sockets closed in one wait are
+//!   unregistered with one `kevent_ctl(REMOVE)` before they are closed (a close without
+//!   REMOVE would leave the registration for D10 to clean up).
+//!
+//! # Safety
+//!
+//! `accept4`, `read`, `write` and `close` are called on fds this module owns (the listener's
+//! fd is borrowed from the `TcpListener` for the whole run; accepted fds are closed exactly
+//! once, when their `Conn` is dropped from the table), with pointers to buffers that live
+//! across each call.
+#![allow(unsafe_code)]
+
+use std::net::TcpListener;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use kevent::backend::RawBackend;
+use kevent_sys::{
+    KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_CTL_REMOVE, KEVENT_REQ_ALWAYS_QUEUE,
+    KEVENT_RET_BROKEN, KEVENT_SOCKET, KEVENT_SOCKET_ACCEPT, KEVENT_SOCKET_RECV, KEVENT_SOCKET_SEND,
+    kevent_id, ukevent,
+};
+
+use crate::os;
+use crate::rawqueue::{RawQueue, timeout_ms};
+
+const BODY: &str = "Hello, world\n";
+
+/// Events taken per wait, the same for both servers. Kept below the fallback engine's
+/// harvest size (256): with a larger buffer, a `get_events` that finds between 256 and
+/// `buf.len()` ready level-triggered kevents spins without returning (reported with this
+/// benchmark; the fallback engine is not this crate's to fix).
+const EVENTS: usize = 128;
+
+fn response(keep_alive: bool) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\nServer: kevent-bench\r\nContent-Type: text/plain\r\n\
+         Content-Length: {}\r\nConnection: {}\r\n\r\n{BODY}",
+        BODY.len(),
+        if keep_alive { "keep-alive" } else { "close" }
+    )
+}
+
+/// What a server did during one run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Responses written.
+    pub requests: u64,
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Waits made (`epoll_wait` / `kevent_get_events`).
+    pub waits: u64,
+    /// Control calls made (`epoll_ctl` / `kevent_ctl`).
+    pub ctls: u64,
+}
+
+/// What to do with a connection after it was served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Keep waiting for its next request.
+    Read,
+    /// Part of the response is still unsent: wait until writable.
+    Write,
+    /// Close it (response sent with `Connection: close`, EOF, error or oversized request).
+    Close,
+}
+
+/// One connection's buffered input and unsent output.
+#[derive(Debug)]
+pub struct Conn {
+    fd: RawFd,
+    input: Vec<u8>,
+    output: Vec<u8>,
+    sent: usize,
+    close_after: bool,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // SAFETY: `fd` was returned by accept4 to this Conn, which is its only owner.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+/// The request head `head` (up to the blank line) asks for keep-alive.
+pub fn keep_alive(head: &[u8]) -> bool {
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let http11 = lines
+        .next()
+        .is_some_and(|l| l.len() >= 8 && l[l.len() - 8..].eq_ignore_ascii_case(b"HTTP/1.1"));
+    for l in lines {
+        if l.len() > 11 && l[..11].eq_ignore_ascii_case(b"connection:") {
+            let v = &l[11..];
+            let has = |w: &[u8]| v.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
+            if has(b"close") {
+                return false;
+            }
+            if has(b"keep-alive") {
+                return true;
+            }
+        }
+    }
+    http11
+}
+
+impl Conn {
+    fn new(fd: RawFd) -> Conn {
+        Conn {
+            fd,
+            input: Vec::with_capacity(1024),
+            output: Vec::new(),
+            sent: 0,
+            close_after: false,
+        }
+    }
+
+    /// Reads once and answers every complete request. `responses` are the keep-alive and
+    /// close answers.
+    fn on_readable(&mut self, responses: &[Vec<u8>; 2], served: &mut u64) -> Next {
+        let mut buf = [0u8; 4096];
+        // SAFETY: `buf` is a local of the length passed.
+        let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error().raw_os_error();
+            return if e == Some(libc::EAGAIN) {
+                Next::Read
+            } else {
+                Next::Close
+            };
+        }
+        if n == 0 {
+            return Next::Close;
+        }
+        self.input.extend_from_slice(&buf[..n as usize]);
+        let mut start = 0;
+        while let Some(end) = find_head_end(&self.input[start..]) {
+            let ka = keep_alive(&self.input[start..start + end]);
+            self.output.extend_from_slice(&responses[usize::from(!ka)]);
+            *served += 1;
+            start += end + 4;
+            if !ka {
+                self.close_after = true;
+                break;
+            }
+        }
+        self.input.drain(..start);
+        if self.input.len() > 16 * 1024 {
+            return Next::Close;
+        }
+        self.flush()
+    }
+
+    /// Writes what is unsent.
+    fn flush(&mut self) -> Next {
+        while self.sent < self.output.len() {
+            let rest = &self.output[self.sent..];
+            // SAFETY: `rest` lives across the call and its length is passed.
+            let n = unsafe { libc::write(self.fd, rest.as_ptr().cast(), rest.len()) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error().raw_os_error();
+                return if e == Some(libc::EAGAIN) {
+                    Next::Write
+                } else {
+                    Next::Close
+                };
+            }
+            self.sent += n as usize;
+        }
+        self.output.clear();
+        self.sent = 0;
+        if self.close_after {
+            Next::Close
+        } else {
+            Next::Read
+        }
+    }
+}
+
+fn find_head_end(b: &[u8]) -> Option<usize> {
+    b.windows(4).position(|w| w == b"\r\n\r\n")
+}
+
+/// Accepts every pending connection (non-blocking, close-on-exec).
+fn accept_all(listener: RawFd, mut f: impl FnMut(RawFd)) {
+    loop {
+        // SAFETY: null address pointers: the peer address is not wanted.
+        let fd = unsafe {
+            libc::accept4(
+                listener,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return; // EAGAIN, or EMFILE: the rest stays pending until fds are free.
+        }
+        f(fd);
+    }
+}
+
+/// The connection table, indexed by fd.
+struct Conns(Vec<Option<Conn>>);
+
+impl Conns {
+    fn insert(&mut self, fd: RawFd) {
+        let i = fd as usize;
+        if self.0.len() <= i {
+            self.0.resize_with(i + 1, || None);
+        }
+        self.0[i] = Some(Conn::new(fd));
+    }
+
+    fn get(&mut self, fd: RawFd) -> Option<&mut Conn> {
+        self.0.get_mut(fd as usize)?.as_mut()
+    }
+
+    /// Drops (and so closes) the connection on `fd`.
+    fn close(&mut self, fd: RawFd) {
+        if let Some(slot) = self.0.get_mut(fd as usize) {
+            *slot = None;
+        }
+    }
+}
+
+/// Which event mechanism a server uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavour {
+    /// Raw epoll.
+    Epoll,
+    /// A kevent queue on this backend.
+    Kevent(RawBackend),
+}
+
+/// Serves on `listener` until `stop` is set (checked at least every 50 ms).
+pub fn serve(flavour: Flavour, listener: &TcpListener, stop: &AtomicBool) -> ServerStats {
+    listener
+        .set_nonblocking(true)
+        .expect("non-blocking listener");
+    match flavour {
+        Flavour::Epoll => serve_epoll(listener.as_raw_fd(), stop),
+        Flavour::Kevent(b) => serve_kevent(b, listener.as_raw_fd(), stop),
+    }
+}
+
+fn responses() -> [Vec<u8>; 2] {
+    [response(true).into_bytes(), response(false).into_bytes()]
+}
+
+fn serve_epoll(lfd: RawFd, stop: &AtomicBool) -> ServerStats {
+    let responses = responses();
+    let ep = os::epoll().expect("epoll_create1");
+    let ep = ep.as_raw_fd();
+    let mut st = ServerStats::default();
+    let (rd, wr) = (libc::EPOLLIN as u32, libc::EPOLLOUT as u32);
+    os::epoll_ctl(ep, libc::EPOLL_CTL_ADD, lfd, rd, lfd as u64).expect("epoll_ctl");
+    let mut conns = Conns(Vec::new());
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS];
+    while !stop.load(Ordering::Relaxed) {
+        let n = os::epoll_wait(ep, &mut events, 50);
+        st.waits += 1;
+        for e in &events[..n] {
+            let fd = e.u64 as RawFd;
+            if fd == lfd {
+                accept_all(lfd, |c| {
+                    conns.insert(c);
+                    st.accepted += 1;
+                    st.ctls += 1;
+                    let _ = os::epoll_ctl(ep, libc::EPOLL_CTL_ADD, c, rd, c as u64);
+                });
+                continue;
+            }
+            let Some(conn) = conns.get(fd) else { continue };
+            let was_writing = !conn.output.is_empty();
+            let next = if was_writing {
+                conn.flush()
+            } else {
+                conn.on_readable(&responses, &mut st.requests)
+            };
+            match next {
+                Next::Close => conns.close(fd),
+                Next::Write if !was_writing => {
+                    st.ctls += 1;
+                    let _ = os::epoll_ctl(ep, libc::EPOLL_CTL_MOD, fd, wr, fd as u64);
+                }
+                Next::Read if was_writing => {
+                    st.ctls += 1;
+                    let _ = os::epoll_ctl(ep, libc::EPOLL_CTL_MOD, fd, rd, fd as u64);
+                }
+                _ => {}
+            }
+        }
+    }
+    st
+}
+
+fn socket_kevent(fd: RawFd, event: u32) -> ukevent {
+    ukevent::new(
+        KEVENT_SOCKET,
+        kevent_id::from_raw([fd as u32, 0]),
+        event,
+        KEVENT_REQ_ALWAYS_QUEUE,
+    )
+}
+
+fn serve_kevent(backend: RawBackend, lfd: RawFd, stop: &AtomicBool) -> ServerStats {
+    let responses = responses();
+    let q = RawQueue::new(backend, 0).expect("kevent_init");
+    let mut st = ServerStats::default();
+    let mut l = [socket_kevent(lfd, KEVENT_SOCKET_ACCEPT)];
+    assert_eq!(q.ctl(KEVENT_CTL_ADD, &mut l), Ok(0), "ADD listener");
+    let mut conns = Conns(Vec::new());
+    let mut events = vec![ukevent::default(); EVENTS];
+    let (mut adds, mut removes, mut modifies) = (vec![], vec![], vec![]);
+    let mut closing: Vec<RawFd> = vec![];
+    let timeout = timeout_ms(50);
+    while !stop.load(Ordering::Relaxed) {
+        let n = q.get_events(1, &mut events, &timeout).unwrap_or(0) as usize;
+        st.waits += 1;
+        for e in &events[..n] {
+            let fd = e.id.raw()[0] as RawFd;
+            if fd == lfd {
+                accept_all(lfd, |c| {
+                    conns.insert(c);
+                    st.accepted += 1;
+                    adds.push(socket_kevent(c, KEVENT_SOCKET_RECV));
+                });
+                continue;
+            }
+            let Some(conn) = conns.get(fd) else { continue };
+            let was_writing = !conn.output.is_empty();
+            let next = if e.ret_flags & KEVENT_RET_BROKEN != 0 {
+                Next::Close
+            } else if was_writing {
+                conn.flush()
+            } else {
+                conn.on_readable(&responses, &mut st.requests)
+            };
+            match next {
+                Next::Close => {
+                    removes.push(*e);
+                    closing.push(fd);
+                }
+                Next::Write if !was_writing => modifies.push(socket_kevent(fd, KEVENT_SOCKET_SEND)),
+                Next::Read if was_writing => modifies.push(socket_kevent(fd, KEVENT_SOCKET_RECV)),
+                _ => {}
+            }
+        }
+        if !removes.is_empty() {
+            st.ctls += 1;
+            let _ = q.ctl(KEVENT_CTL_REMOVE, &mut removes);
+            removes.clear();
+            for fd in closing.drain(..) {
+                conns.close(fd);
+            }
+        }
+        if !modifies.is_empty() {
+            st.ctls += 1;
+            let _ = q.ctl(KEVENT_CTL_MODIFY, &mut modifies);
+            modifies.clear();
+        }
+        if !adds.is_empty() {
+            st.ctls += 1;
+            // Entries written back are failures (BROKEN): with ALWAYS_QUEUE a ready socket is
+            // registered and queued, not returned.
+            let back = q.ctl(KEVENT_CTL_ADD, &mut adds).unwrap_or(0) as usize;
+            for e in &adds[..back] {
+                if e.ret_flags & KEVENT_RET_BROKEN != 0 {
+                    conns.close(e.id.raw()[0] as RawFd);
+                }
+            }
+            adds.clear();
+        }
+    }
+    st
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::sync::Arc;
+
+    #[test]
+    fn keep_alive_rules() {
+        assert!(keep_alive(b"GET / HTTP/1.1\r\nHost: x"));
+        assert!(!keep_alive(b"GET / HTTP/1.1\r\nConnection: close"));
+        assert!(!keep_alive(b"GET / HTTP/1.0\r\nHost: x"));
+        assert!(keep_alive(b"GET / HTTP/1.0\r\nConnection: Keep-Alive"));
+    }
+
+    fn exercise(flavour: Flavour) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let server = std::thread::spawn(move || serve(flavour, &listener, &s2));
+        // Keep-alive: two pipelined requests, then one more on the same connection.
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
+        let want = response(true);
+        let mut got = vec![0u8; want.len() * 2];
+        c.read_exact(&mut got).unwrap();
+        assert_eq!(got, format!("{want}{want}").as_bytes());
+        c.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        let mut one = vec![0u8; want.len()];
+        c.read_exact(&mut one).unwrap();
+        // Close: HTTP/1.0 without keep-alive is answered, then closed by the server.
+        for _ in 0..20 {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+            let mut all = String::new();
+            c.read_to_string(&mut all).unwrap();
+            assert_eq!(all, response(false));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let st = server.join().unwrap();
+        assert_eq!(st.requests, 23);
+        assert_eq!(st.accepted, 21);
+    }
+
+    #[test]
+    fn epoll_server_answers() {
+        exercise(Flavour::Epoll);
+    }
+
+    #[test]
+    fn kevent_server_answers() {
+        exercise(Flavour::Kevent(RawBackend::fallback()));
+    }
+}

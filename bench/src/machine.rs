@@ -1,0 +1,177 @@
+//! The machine a run measured: CPU model and count, kernel, memory, limits, date, and the
+//! kevent backends available, for the report's header and the JSON.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use kevent::backend::RawBackend;
+
+use crate::json::Json;
+use crate::os;
+
+/// What the report says about the machine.
+#[derive(Clone, Debug)]
+pub struct Machine {
+    /// `model name` from `/proc/cpuinfo`.
+    pub cpu_model: String,
+    /// Processors listed in `/proc/cpuinfo`.
+    pub cpuinfo_processors: usize,
+    /// CPUs this process may run on (what `nproc` prints).
+    pub nproc: usize,
+    /// `/proc/sys/kernel/osrelease`.
+    pub kernel: String,
+    /// `MemTotal` in MiB.
+    pub mem_mib: u64,
+    /// The fd limit (soft, after raising it to the hard one) and the hard limit.
+    pub fd_limit: (u64, u64),
+    /// `net.core.somaxconn` (caps the HTTP servers' listen backlog).
+    pub somaxconn: String,
+    /// UTC date and time of the run, `YYYY-MM-DD HH:MM UTC`.
+    pub date: String,
+    /// The kevent backends measured, and why native is missing if it is.
+    pub backends: Vec<RawBackend>,
+    /// Why the native backend is not measured (`None` when it is).
+    pub native_unavailable: Option<String>,
+}
+
+impl Machine {
+    /// Reads everything now (and raises the fd limit as a side effect).
+    pub fn probe() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map_or_else(|| "unknown".to_owned(), |(_, v)| v.trim().to_owned());
+        let cpuinfo_processors = cpuinfo
+            .lines()
+            .filter(|l| l.starts_with("processor"))
+            .count();
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let mem_kib: u64 = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_else(|_| "?".to_owned())
+        };
+        let mut backends = vec![RawBackend::fallback()];
+        let native_unavailable = match RawBackend::native() {
+            Ok(n) => {
+                backends.push(n);
+                None
+            }
+            Err(e) => Some(e.reason().to_string()),
+        };
+        Machine {
+            cpu_model,
+            cpuinfo_processors,
+            nproc: os::allowed_cpus().len(),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            mem_mib: mem_kib / 1024,
+            fd_limit: os::raise_fd_limit(),
+            somaxconn: read("/proc/sys/net/core/somaxconn"),
+            date: utc_now(),
+            backends,
+            native_unavailable,
+        }
+    }
+
+    /// The Markdown header lines.
+    pub fn markdown(&self) -> String {
+        let names: Vec<&str> = self.backends.iter().map(|b| b.kind().as_str()).collect();
+        let mut s = format!(
+            "* Machine: {} × {} (cpuinfo), `nproc` {}, {} MiB RAM, Linux {}\n\
+             * Date: {}\n\
+             * fd limit: {} (hard {}); `net.core.somaxconn` {}\n\
+             * kevent backends measured: {}\n",
+            self.cpuinfo_processors,
+            self.cpu_model,
+            self.nproc,
+            self.mem_mib,
+            self.kernel,
+            self.date,
+            self.fd_limit.0,
+            self.fd_limit.1,
+            self.somaxconn,
+            names.join(", "),
+        );
+        if let Some(why) = &self.native_unavailable {
+            s.push_str(&format!("  (native not measured: {why})\n"));
+        }
+        s
+    }
+
+    /// The JSON object.
+    pub fn json(&self) -> Json {
+        Json::obj([
+            ("cpu_model", Json::from(self.cpu_model.as_str())),
+            ("cpuinfo_processors", Json::from(self.cpuinfo_processors)),
+            ("nproc", Json::from(self.nproc)),
+            ("kernel", Json::from(self.kernel.as_str())),
+            ("mem_mib", Json::from(self.mem_mib)),
+            ("fd_limit_soft", Json::from(self.fd_limit.0)),
+            ("fd_limit_hard", Json::from(self.fd_limit.1)),
+            ("somaxconn", Json::from(self.somaxconn.as_str())),
+            ("date", Json::from(self.date.as_str())),
+            (
+                "backends",
+                Json::arr(self.backends.iter().map(|b| Json::from(b.kind().as_str()))),
+            ),
+            (
+                "native_unavailable",
+                Json::from(self.native_unavailable.clone()),
+            ),
+        ])
+    }
+}
+
+/// The current UTC time as `YYYY-MM-DD HH:MM UTC`.
+pub fn utc_now() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    utc(secs)
+}
+
+/// `secs` since the epoch as `YYYY-MM-DD HH:MM UTC` (civil-from-days, proleptic Gregorian).
+fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00 UTC");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00 UTC");
+        assert_eq!(utc(1_796_083_200 + 3_660), "2026-12-01 01:01 UTC");
+    }
+
+    #[test]
+    fn probe_finds_the_fallback() {
+        let m = Machine::probe();
+        assert!(m.nproc >= 1);
+        assert_eq!(m.backends[0], RawBackend::fallback());
+        assert!(m.markdown().contains("kevent backends measured: fallback"));
+    }
+}

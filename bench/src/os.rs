@@ -1,0 +1,220 @@
+//! The Linux calls the benchmarks make around the mechanisms they measure: clocks, CPU time,
+//! resident memory, the fd limit, CPU affinity, and a few socket and fd operations.
+//!
+//! # Safety
+//!
+//! Every call here passes libc only pointers to locals or to slices that live across the
+//! call, with the lengths of those buffers; none of them registers memory with the kernel
+//! beyond the call.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+pub fn now_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// CPU time (user + system) of the whole process in nanoseconds.
+pub fn cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a local the call writes; the clock ids used here always exist.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sleeps until `CLOCK_MONOTONIC` reaches `deadline_ns`.
+pub fn sleep_until(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `ts` is a local the call reads; the remaining-time pointer is null (allowed
+    // with TIMER_ABSTIME).
+    while unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    } == libc::EINTR
+    {}
+}
+
+/// Resident set size of this process in bytes (`/proc/self/statm`, second field).
+pub fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf reads no user memory.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    pages * page
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns `(soft, hard)` afterwards.
+pub fn raise_fd_limit() -> (u64, u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a local the call writes.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    if lim.rlim_cur < lim.rlim_max {
+        let want = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: `want` is a local the call reads.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
+            lim = want;
+        }
+    }
+    (lim.rlim_cur, lim.rlim_max)
+}
+
+/// How many fds this process has open now.
+pub fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count().saturating_sub(1))
+}
+
+/// The CPUs this process may run on.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a local of the size passed.
+    let r = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) };
+    if r != 0 {
+        return vec![0];
+    }
+    // SAFETY: CPU_ISSET only reads `set`; every index is below CPU_SETSIZE.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_thread(cpu: usize) -> io::Result<()> {
+    // SAFETY: as in `allowed_cpus`.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: CPU_SET writes one bit of the local `set`; `cpu` < CPU_SETSIZE (it came from
+    // `allowed_cpus`, and CPU_SET ignores larger indices).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a local of the size passed; pid 0 is the calling thread.
+    let r = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Unpins the calling thread (allows every CPU in `cpus`).
+pub fn unpin_thread(cpus: &[usize]) {
+    // SAFETY: as in `allowed_cpus`.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        // SAFETY: as in `pin_thread`.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: as in `pin_thread`.
+    unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) };
+}
+
+/// Takes ownership of an fd a syscall just returned (`-1` → the OS error).
+pub fn owned(fd: RawFd) -> io::Result<OwnedFd> {
+    if fd < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        // SAFETY: `fd` was just returned by a call that created it, and nothing else holds it.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+/// Writes one byte to `fd` (non-blocking sockets: the byte always fits).
+pub fn write1(fd: RawFd) {
+    // SAFETY: reads one byte of a static.
+    let r = unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) };
+    debug_assert_eq!(r, 1);
+}
+
+/// Reads up to one byte from `fd`.
+pub fn read1(fd: RawFd) {
+    let mut b = 0u8;
+    // SAFETY: writes at most one byte into the local `b`.
+    let r = unsafe { libc::read(fd, (&raw mut b).cast(), 1) };
+    debug_assert_eq!(r, 1);
+}
+
+/// An eventfd (non-blocking, close-on-exec).
+pub fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd takes no pointer.
+    owned(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })
+}
+
+/// An epoll instance (close-on-exec).
+pub fn epoll() -> io::Result<OwnedFd> {
+    // SAFETY: epoll_create1 takes no pointer.
+    owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })
+}
+
+/// `epoll_ctl(ep, op, fd, {events, data})`.
+pub fn epoll_ctl(ep: RawFd, op: i32, fd: RawFd, events: u32, data: u64) -> io::Result<()> {
+    let mut ev = libc::epoll_event { events, u64: data };
+    // SAFETY: `ev` is a local that lives across the call (the kernel copies it).
+    if unsafe { libc::epoll_ctl(ep, op, fd, &mut ev) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `epoll_wait(ep, buf, timeout_ms)`: the number of events written to `buf`.
+pub fn epoll_wait(ep: RawFd, buf: &mut [libc::epoll_event], timeout_ms: i32) -> usize {
+    let max = buf.len().min(i32::MAX as usize) as i32;
+    // SAFETY: `buf` is valid for writes of `max` events for the call.
+    let n = unsafe { libc::epoll_wait(ep, buf.as_mut_ptr(), max, timeout_ms) };
+    n.max(0) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clocks_memory_and_limits() {
+        let a = now_ns();
+        assert!(now_ns() >= a);
+        assert!(cpu_ns() > 0);
+        assert!(rss_bytes() > 0);
+        let (soft, hard) = raise_fd_limit();
+        assert!(soft <= hard && soft > 0);
+        assert!(!allowed_cpus().is_empty());
+        assert!(open_fds() >= 3);
+    }
+
+    #[test]
+    fn epoll_sees_an_eventfd() {
+        let ep = epoll().unwrap();
+        let e = eventfd().unwrap();
+        use std::os::fd::AsRawFd;
+        epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, e.as_raw_fd(), 1, 7).unwrap();
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a local.
+        unsafe { libc::write(e.as_raw_fd(), one.as_ptr().cast(), 8) };
+        let mut buf = [libc::epoll_event { events: 0, u64: 0 }; 4];
+        assert_eq!(epoll_wait(ep.as_raw_fd(), &mut buf, 0), 1);
+        assert_eq!({ buf[0].u64 }, 7);
+    }
+}

@@ -1,0 +1,194 @@
+//! A kevent queue at the ABI level for the benchmarks: a [`RawBackend`] arm, the queue fd,
+//! and (optionally) the ring memory with a single-threaded ring consumer.
+//!
+//! The benchmarks measure the raw calls (`get_events`, `wait` + `commit`), so they drive the
+//! backend dispatch directly rather than the safe API's wrappers.
+//!
+//! # Safety
+//!
+//! The ring memory is a heap block owned by the [`RawQueue`]; it is registered with
+//! `kevent_init` and freed only after the queue fd is closed (field order: `fd` drops before
+//! `ring`). The engine (the kernel, or the fallback's producer) writes entries and
+//! `ring_kidx`/`ring_over` there; this module only reads that memory through raw pointers and
+//! atomics, never through Rust references, so the engine's writes never alias a `&`/`&mut`.
+#![allow(unsafe_code)]
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use kevent::backend::RawBackend;
+use kevent_sys::{Errno, KEVENT_RING_HEADER_SIZE, kevent_ring, ukevent};
+
+/// A timeout that means "until an event" (the ABI has no infinite value, D6).
+pub const FOREVER: libc::timespec = libc::timespec {
+    tv_sec: 1 << 30,
+    tv_nsec: 0,
+};
+
+/// A relative timeout of `ms` milliseconds.
+pub fn timeout_ms(ms: u64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+    }
+}
+
+/// The ring memory: `8 + n * 40` bytes, 8-aligned (a `u64` block).
+#[derive(Debug)]
+struct RingMem {
+    base: *mut kevent_ring,
+    words: *mut [u64],
+    n: u32,
+}
+
+impl Drop for RingMem {
+    fn drop(&mut self) {
+        // SAFETY: `words` came from `Box::into_raw` in `RawQueue::new` and is freed once,
+        // after the queue fd (the only writer) was closed.
+        drop(unsafe { Box::from_raw(self.words) });
+    }
+}
+
+/// A queue on one backend, closed on drop.
+#[derive(Debug)]
+pub struct RawQueue {
+    /// The backend arm serving the queue.
+    pub backend: RawBackend,
+    // Drop order matters: the fd is closed before the ring memory is freed.
+    fd: OwnedFd,
+    ring: Option<RingMem>,
+    /// Consumer index: one past the last entry read and committed.
+    uidx: u32,
+}
+
+impl RawQueue {
+    /// A new queue on `backend`, with a ring of `ring_len` entries (0: no ring).
+    pub fn new(backend: RawBackend, ring_len: u32) -> Result<RawQueue, Errno> {
+        let ring = if ring_len == 0 {
+            None
+        } else {
+            let bytes = kevent_sys::ring_bytes(ring_len).ok_or(Errno::EINVAL)?;
+            let words = Box::into_raw(vec![0u64; bytes.div_ceil(8)].into_boxed_slice());
+            Some(RingMem {
+                base: words.cast(),
+                words,
+                n: ring_len,
+            })
+        };
+        let ptr = ring.as_ref().map_or(std::ptr::null_mut(), |r| r.base);
+        // SAFETY: `ptr` is null with `ring_len == 0`, or points to `8 + ring_len * 40`
+        // zeroed, 8-aligned bytes that this RawQueue keeps alive (and never references) until
+        // after the fd is closed; the fd is ours to own.
+        let fd = unsafe { backend.init(ptr, ring_len, 0) }?;
+        Ok(RawQueue {
+            backend,
+            // SAFETY: `init` just returned this fd and nothing else owns it.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            ring,
+            uidx: 0,
+        })
+    }
+
+    /// The queue fd.
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// `kevent_ctl(cmd, events)`.
+    pub fn ctl(&self, cmd: u32, events: &mut [ukevent]) -> Result<u32, Errno> {
+        self.backend.ctl(self.fd(), cmd, events)
+    }
+
+    /// `kevent_get_events(min_nr, buf, timeout, 0)`.
+    pub fn get_events(
+        &self,
+        min_nr: u32,
+        buf: &mut [ukevent],
+        timeout: &libc::timespec,
+    ) -> Result<u32, Errno> {
+        self.backend.get_events(self.fd(), min_nr, buf, timeout, 0)
+    }
+
+    /// The ring size (0 without a ring).
+    pub fn ring_len(&self) -> u32 {
+        self.ring.as_ref().map_or(0, |r| r.n)
+    }
+
+    /// `kevent_wait(num, uidx, timeout, 0)` with this consumer's index.
+    pub fn wait(&self, num: u32, timeout: &libc::timespec) -> Result<u32, Errno> {
+        self.backend.wait(self.fd(), num, self.uidx, timeout, 0)
+    }
+
+    /// Reads every entry published in the ring since the last call, hands each to `f`, then
+    /// commits them (`kevent_commit`). Returns how many entries were read (0: no commit call).
+    pub fn consume(&mut self, mut f: impl FnMut(&ukevent)) -> Result<u32, Errno> {
+        let Some(ring) = &self.ring else {
+            return Err(Errno::EINVAL);
+        };
+        let n = ring.n;
+        // SAFETY: `base` points to the live ring header (see the module docs); the engine
+        // writes `ring_kidx` and `ring_over` only with atomic stores, so viewing them as
+        // atomics is sound.
+        let (kidx_at, over_at) = unsafe {
+            (
+                AtomicU32::from_ptr(&raw mut (*ring.base).ring_kidx),
+                AtomicU32::from_ptr(&raw mut (*ring.base).ring_over),
+            )
+        };
+        // `ring_over` as the engine last wrote it (in a commit), before consuming (D13).
+        let over = over_at.load(Ordering::Acquire);
+        // Acquire pairs with the engine's Release store of `ring_kidx`, made after it wrote
+        // the entries: every entry before `kidx` is fully written when we read it.
+        let kidx = kidx_at.load(Ordering::Acquire);
+        let mut i = self.uidx;
+        let mut count = 0;
+        while i != kidx {
+            // SAFETY: entry `i < n` lies inside the ring block (`8 + n * 40` bytes); slots
+            // between uidx and kidx are not written again before we commit them (D12), and
+            // the Acquire load above ordered their contents before this read.
+            let ev = unsafe {
+                std::ptr::read(
+                    ring.base
+                        .cast::<u8>()
+                        .add(KEVENT_RING_HEADER_SIZE)
+                        .cast::<ukevent>()
+                        .add(i as usize),
+                )
+            };
+            f(&ev);
+            i = (i + 1) % n;
+            count += 1;
+        }
+        if count > 0 {
+            self.backend.commit(self.fd(), kidx, over)?;
+            self.uidx = kidx;
+        }
+        Ok(count)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kevent_sys::{KEVENT_CTL_ADD, KEVENT_CTL_READY, KEVENT_UNOTIFY, kevent_id};
+
+    #[test]
+    fn ring_round_trip_on_the_fallback() {
+        let mut q = RawQueue::new(RawBackend::fallback(), 4).unwrap();
+        let mut evs: Vec<ukevent> = (0..3)
+            .map(|i| ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(i), 0, 0))
+            .collect();
+        assert_eq!(q.ctl(KEVENT_CTL_ADD, &mut evs), Ok(0));
+        let mut seen = vec![];
+        // Several passes so that the ring wraps (3 usable slots of 4, D12).
+        for _ in 0..3 {
+            assert_eq!(q.ctl(KEVENT_CTL_READY, &mut evs), Ok(3));
+            assert_eq!(q.wait(3, &FOREVER), Ok(3));
+            assert_eq!(q.consume(|e| seen.push(e.id.as_u64())), Ok(3));
+            assert_eq!(q.consume(|_| ()), Ok(0));
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        assert_eq!(q.ring_len(), 4);
+    }
+}
