@@ -343,3 +343,41 @@ fn posix_timer_interval_keeps_firing() {
     assert_eq!(kf::posix_timer::timer_delete(t), Err(Errno::EINVAL));
     close(q);
 }
+
+/// Regression: with more ready level sources than one harvest takes, a wait with a large
+/// buffer kept harvesting the sources it had already delivered (epoll repeats level items)
+/// and never returned.
+#[test]
+fn regression_large_buffer_with_many_level_sources_returns() {
+    let q = queue();
+    let pairs: Vec<[i32; 2]> = (0..300).map(|_| socketpair()).collect();
+    let mut add: Vec<ukevent> = pairs
+        .iter()
+        .map(|p| {
+            ukevent::new(
+                KEVENT_SOCKET,
+                kevent_id::from_raw([p[0] as u32, 0]),
+                KEVENT_SOCKET_RECV,
+                0,
+            )
+        })
+        .collect();
+    assert_eq!(kf::kevent_ctl(q, KEVENT_CTL_ADD, &mut add), Ok(0));
+    for p in &pairs {
+        assert_eq!(write1(p[1]), 1);
+    }
+    let mut buf = vec![ukevent::default(); 1024];
+    for timeout in [NOW, secs(5)] {
+        let n = kf::kevent_get_events(q, 1, &mut buf, &timeout, 0).unwrap() as usize;
+        assert_eq!(n, 300, "each ready socket once");
+        let mut fds: Vec<u32> = buf[..n].iter().map(|e| e.id.raw()[0]).collect();
+        fds.sort_unstable();
+        fds.dedup();
+        assert_eq!(fds.len(), 300, "no duplicates");
+    }
+    close(q);
+    for p in pairs {
+        close(p[0]);
+        close(p[1]);
+    }
+}

@@ -13,6 +13,17 @@ use crate::signal::dispatch;
 use crate::source::{Source, fd, inode, signal, timer};
 use crate::{sys, token};
 
+/// What one harvest brought.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Absorbed {
+    /// A token was not this queue's (the fd may name another epoll now).
+    pub(super) foreign: bool,
+    /// Events that were new to this wait (delivered, queued, or internal). A full harvest
+    /// of nothing new means epoll is only repeating level sources this wait already took:
+    /// harvesting again would spin.
+    pub(super) fresh: usize,
+}
+
 impl State {
     /// Moves queued kevents into the sink, oldest first.
     pub(super) fn take_ready(&mut self, call: u32, sink: &mut Sink<'_>, ctx: Ctx) {
@@ -101,7 +112,7 @@ impl State {
     }
 
     /// Turns harvested epoll events into deliveries (while the sink has room) or queued
-    /// kevents. Returns whether a token was not this queue's (the fd may name another epoll).
+    /// kevents.
     pub(super) fn absorb(
         &mut self,
         got: &[libc::epoll_event],
@@ -109,8 +120,9 @@ impl State {
         sink: &mut Sink<'_>,
         ctx: Ctx,
         parked: &mut Vec<u32>,
-    ) -> bool {
+    ) -> Absorbed {
         let mut foreign = false;
+        let mut fresh = 0;
         for ev in got {
             let (generation, slot) = token::split(ev.u64);
             if slot >= token::FIRST_RESERVED_SLOT {
@@ -124,6 +136,7 @@ impl State {
                     token::INODE => self.read_inotify(),
                     _ => {}
                 }
+                fresh += 1;
                 continue;
             }
             if self.reg.generation(slot) != Some(generation) {
@@ -155,8 +168,9 @@ impl State {
             } else {
                 self.queue(slot);
             }
+            fresh += 1;
         }
-        foreign
+        Absorbed { foreign, fresh }
     }
 
     pub(super) fn park(&mut self, slot: u32, ctx: Ctx) {

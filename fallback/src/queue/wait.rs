@@ -125,9 +125,10 @@ impl Queue {
         let mut st = self.lock();
         match first {
             Ok(got) => {
-                more = got.len() == first_cap;
                 st.take_ready(call, sink, ctx);
-                if st.absorb(got, call, sink, ctx, &mut parked) {
+                let a = st.absorb(got, call, sink, ctx, &mut parked);
+                more = got.len() == first_cap && a.fresh > 0;
+                if a.foreign {
                     drop(st);
                     let v = self.verify();
                     st = self.lock();
@@ -197,9 +198,9 @@ impl Queue {
                 Ok(got) => got,
                 Err(e) => break Err(e),
             };
-            more = got.len() == cap;
-            let foreign = st.absorb(got, call, sink, ctx, &mut parked);
-            if foreign || (got.is_empty() && sleeping && !woken) {
+            let a = st.absorb(got, call, sink, ctx, &mut parked);
+            more = got.len() == cap && a.fresh > 0;
+            if a.foreign || (got.is_empty() && sleeping && !woken) {
                 // Tokens that are not ours, or a sleep slice that ended empty: make sure the
                 // fd is still this queue before going on.
                 drop(st);
