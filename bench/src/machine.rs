@@ -128,6 +128,14 @@ impl Machine {
     }
 }
 
+/// The 1-minute load average (`/proc/loadavg`), to show how busy the machine was.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}
+
 /// The current UTC time as `YYYY-MM-DD HH:MM UTC`.
 pub fn utc_now() -> String {
     let secs = SystemTime::now()

@@ -54,6 +54,8 @@ subcommands:
   timers     10k/100k/1M periodic timers in one queue: memory, CPU per expiry, lateness
   ring       events/s through get_events vs the ring, and syscalls per event
   all        every benchmark above, in that order
+  serve epoll|kevent PORT SECONDS
+             run one HTTP server alone on 127.0.0.1:PORT (to profile it under your own load)
   help       print this text
 
 options:
@@ -133,6 +135,7 @@ fn main() -> ExitCode {
             }
         },
         "ring-syscalls" => ring::syscall_child(rest).map(|()| 0),
+        "serve" => http::serve_command(rest),
         _ => {
             eprintln!("kevent-bench: unknown arguments {args:?}\n\n{USAGE}");
             Ok(2)
@@ -195,6 +198,7 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
     }
     for &name in names {
         let started = os::now_ns();
+        let load_before = machine::loadavg();
         eprintln!("kevent-bench: {name} ...");
         // Single-process benchmarks run pinned to one CPU; http pins its threads itself.
         if name != "http" && cpus.len() > 1 {
@@ -214,12 +218,18 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
         for (file, _) in &section.charts {
             text.push_str(&format!("![{file}]({file})\n"));
         }
-        text.push_str(&format!("\n(`{name}` took {secs:.0} s)\n\n"));
+        let load_after = machine::loadavg();
+        text.push_str(&format!(
+            "\n(`{name}` took {secs:.0} s; 1-minute load average {load_before} before, \
+             {load_after} after)\n\n"
+        ));
         write!(out, "{text}")?;
         out.flush()?;
         md.push_str(&text);
         let mut json = section.json.clone();
         json.push("seconds", Json::from(secs));
+        json.push("loadavg_before", Json::from(load_before));
+        json.push("loadavg_after", Json::from(load_after));
         if let Some(dir) = &opts.out {
             std::fs::write(dir.join(format!("{name}.json")), json.pretty())?;
             for (file, svg) in &section.charts {

@@ -405,8 +405,8 @@ impl Config {
         Config {
             ns: vec![100, 1000, 10000, 30000],
             actives: vec![1, 10, 50, 100],
-            reps: if quick { 7 } else { 21 },
-            block_ns: if quick { 4_000_000 } else { 20_000_000 },
+            reps: if quick { 9 } else { 21 },
+            block_ns: if quick { 6_000_000 } else { 20_000_000 },
             transport,
         }
     }

@@ -266,7 +266,7 @@ enum Row {
 pub fn run(opts: &Opts, machine: &Machine) -> Section {
     let sizes = [1_000usize, 10_000, 100_000, 1_000_000];
     let (reps, k, ops_per_sample) = if opts.quick {
-        (5, 512, 4096)
+        (5, 512, 8192)
     } else {
         (11, 512, 32768)
     };

@@ -256,6 +256,50 @@ fn run_one(
     result.map(|r| RunResult { server: stats, ..r })
 }
 
+/// The `serve epoll|kevent PORT SECONDS` subcommand: one server alone, for profiling.
+pub fn serve_command(args: &[String]) -> io::Result<u8> {
+    let usage = || {
+        eprintln!("usage: kevent-bench serve epoll|kevent PORT SECONDS");
+        Ok(2)
+    };
+    let [kind, port, secs] = args else {
+        return usage();
+    };
+    let flavour = match kind.as_str() {
+        "epoll" => Flavour::Epoll,
+        "kevent" => match kevent::backend::RawBackend::current() {
+            Ok(b) => Flavour::Kevent(b),
+            Err(e) => {
+                eprintln!("kevent-bench: {e}");
+                return Ok(1);
+            }
+        },
+        _ => return usage(),
+    };
+    let (Ok(port), Ok(secs)) = (port.parse::<u16>(), secs.parse::<u64>()) else {
+        return usage();
+    };
+    os::raise_fd_limit();
+    let l = TcpListener::bind(("127.0.0.1", port))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let server = std::thread::spawn(move || server::serve(flavour, &l, &stop2));
+    std::thread::sleep(Duration::from_secs(secs));
+    stop.store(true, Ordering::Relaxed);
+    let st = server
+        .join()
+        .map_err(|_| io::Error::other("server thread panicked"))?;
+    println!(
+        "{}: {} responses, {} accepted, {} waits, {} ctl calls",
+        flavour_name(flavour),
+        st.requests,
+        st.accepted,
+        st.waits,
+        st.ctls
+    );
+    Ok(0)
+}
+
 fn have(tool: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| {
         std::env::split_paths(&p)
@@ -278,6 +322,10 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
                 },
                 Load::Wrk {
                     conns: 1000,
+                    secs: 2,
+                },
+                Load::Wrk {
+                    conns: 8000,
                     secs: 2,
                 },
             ],

@@ -38,11 +38,8 @@ use crate::rawqueue::{RawQueue, timeout_ms};
 
 const BODY: &str = "Hello, world\n";
 
-/// Events taken per wait, the same for both servers. Kept below the fallback engine's
-/// harvest size (256): with a larger buffer, a `get_events` that finds between 256 and
-/// `buf.len()` ready level-triggered kevents spins without returning (reported with this
-/// benchmark; the fallback engine is not this crate's to fix).
-const EVENTS: usize = 128;
+/// Events taken per wait, the same for both servers (nginx's default for epoll).
+const EVENTS: usize = 512;
 
 fn response(keep_alive: bool) -> String {
     format!(
