@@ -4,7 +4,9 @@
 //!
 //! Mechanisms: `select` (only while every fd is below `FD_SETSIZE`), `poll`, raw `epoll`
 //! (level-triggered), and for each available kevent backend: `kevent_get_events` and the
-//! ring (`kevent_wait`, read the entries published before `ring_kidx`, `kevent_commit`).
+//! ring (`kevent_wait`, read the entries published before `ring_kidx`, `kevent_commit`),
+//! once committing after every wait and once committing when half the ring (512 of 1024
+//! slots) has been read, the batching the ring allows.
 //!
 //! # Transports
 //!
@@ -184,8 +186,9 @@ enum Mech {
     Epoll,
     /// `kevent_get_events` on backend `.0` (index into the machine's backends).
     KeventGet(usize),
-    /// `kevent_wait` + ring + `kevent_commit` on backend `.0`.
-    KeventRing(usize),
+    /// `kevent_wait` + ring + `kevent_commit` on backend `.0`; `.1`: commits deferred until
+    /// half the ring is read.
+    KeventRing(usize, bool),
 }
 
 impl Mech {
@@ -195,7 +198,13 @@ impl Mech {
             Mech::Poll => "poll".into(),
             Mech::Epoll => "epoll".into(),
             Mech::KeventGet(b) => format!("kevent get_events ({})", backends[b].kind().as_str()),
-            Mech::KeventRing(b) => format!("kevent ring ({})", backends[b].kind().as_str()),
+            Mech::KeventRing(b, false) => {
+                format!("kevent ring ({})", backends[b].kind().as_str())
+            }
+            Mech::KeventRing(b, true) => format!(
+                "kevent ring, batched commit ({})",
+                backends[b].kind().as_str()
+            ),
         }
     }
 
@@ -205,7 +214,10 @@ impl Mech {
             Mech::Poll => "poll".into(),
             Mech::Epoll => "epoll".into(),
             Mech::KeventGet(b) => format!("kevent_get_events_{}", backends[b].kind().as_str()),
-            Mech::KeventRing(b) => format!("kevent_ring_{}", backends[b].kind().as_str()),
+            Mech::KeventRing(b, false) => format!("kevent_ring_{}", backends[b].kind().as_str()),
+            Mech::KeventRing(b, true) => {
+                format!("kevent_ring_batched_commit_{}", backends[b].kind().as_str())
+            }
         }
     }
 }
@@ -280,8 +292,8 @@ impl Poller {
                     buf: vec![libc::epoll_event { events: 0, u64: 0 }; MAX_A],
                 }
             }
-            Mech::KeventGet(b) | Mech::KeventRing(b) => {
-                let ring = if matches!(m, Mech::KeventRing(_)) {
+            Mech::KeventGet(b) | Mech::KeventRing(b, _) => {
+                let ring = if matches!(m, Mech::KeventRing(..)) {
                     1024
                 } else {
                     0
@@ -309,6 +321,10 @@ impl Poller {
                         buf: vec![ukevent::default(); MAX_A],
                     }
                 } else {
+                    let mut q = q;
+                    if m == Mech::KeventRing(b, true) {
+                        q.set_commit_every(ring / 2);
+                    }
                     Poller::Ring { q }
                 }
             }
@@ -419,7 +435,8 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
     let mut mechs = vec![Mech::Select, Mech::Poll, Mech::Epoll];
     for b in 0..backends.len() {
         mechs.push(Mech::KeventGet(b));
-        mechs.push(Mech::KeventRing(b));
+        mechs.push(Mech::KeventRing(b, false));
+        mechs.push(Mech::KeventRing(b, true));
     }
     // (mech, n, a) -> per-block µs/round
     let mut samples: BTreeMap<(Mech, usize, usize), Vec<f64>> = BTreeMap::new();
@@ -601,7 +618,7 @@ fn report(
             }
         }
         for &m in mechs {
-            if !matches!(m, Mech::KeventGet(_) | Mech::KeventRing(_)) {
+            if !matches!(m, Mech::KeventGet(_) | Mech::KeventRing(..)) {
                 continue;
             }
             let mut row = format!("| {} ÷ epoll |", m.name(backends));
@@ -674,7 +691,8 @@ mod tests {
                 Mech::Poll,
                 Mech::Epoll,
                 Mech::KeventGet(0),
-                Mech::KeventRing(0),
+                Mech::KeventRing(0, false),
+                Mech::KeventRing(0, true),
             ] {
                 let mut p = Poller::build(m, &s, &backends);
                 for active in [vec![0], vec![1, 9, 30, 63]] {

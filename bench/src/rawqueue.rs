@@ -57,8 +57,14 @@ pub struct RawQueue {
     // Drop order matters: the fd is closed before the ring memory is freed.
     fd: OwnedFd,
     ring: Option<RingMem>,
-    /// Consumer index: one past the last entry read and committed.
+    /// Consumer index: one past the last entry committed (what `kevent_wait` is given).
     uidx: u32,
+    /// One past the last entry read (ahead of `uidx` while commits are deferred).
+    read: u32,
+    /// Commit once this many read entries are uncommitted (1: after every read).
+    commit_every: u32,
+    /// `kevent_commit` calls made.
+    pub commits: u64,
 }
 
 impl RawQueue {
@@ -86,7 +92,17 @@ impl RawQueue {
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
             ring,
             uidx: 0,
+            read: 0,
+            commit_every: 1,
+            commits: 0,
         })
+    }
+
+    /// Defers commits until `k` read entries are uncommitted (at most the ring's usable
+    /// `n - 1` slots, D12; 1 commits after every read). A ring consumer may batch its commits:
+    /// `kevent_wait` keeps filling the free slots meanwhile.
+    pub fn set_commit_every(&mut self, k: u32) {
+        self.commit_every = k.clamp(1, self.ring_len().saturating_sub(1).max(1));
     }
 
     /// The queue fd.
@@ -120,7 +136,8 @@ impl RawQueue {
     }
 
     /// Reads every entry published in the ring since the last call, hands each to `f`, then
-    /// commits them (`kevent_commit`). Returns how many entries were read (0: no commit call).
+    /// commits (`kevent_commit`) once at least `commit_every` entries are uncommitted.
+    /// Returns how many entries were read.
     pub fn consume(&mut self, mut f: impl FnMut(&ukevent)) -> Result<u32, Errno> {
         let Some(ring) = &self.ring else {
             return Err(Errno::EINVAL);
@@ -140,11 +157,11 @@ impl RawQueue {
         // Acquire pairs with the engine's Release store of `ring_kidx`, made after it wrote
         // the entries: every entry before `kidx` is fully written when we read it.
         let kidx = kidx_at.load(Ordering::Acquire);
-        let mut i = self.uidx;
+        let mut i = self.read;
         let mut count = 0;
         while i != kidx {
             // SAFETY: entry `i < n` lies inside the ring block (`8 + n * 40` bytes); slots
-            // between uidx and kidx are not written again before we commit them (D12), and
+            // between uidx (<= read) and kidx are not written again before we commit them (D12), and
             // the Acquire load above ordered their contents before this read.
             let ev = unsafe {
                 std::ptr::read(
@@ -159,8 +176,13 @@ impl RawQueue {
             i = (i + 1) % n;
             count += 1;
         }
-        if count > 0 {
+        self.read = kidx;
+        let uncommitted = (kidx + n - self.uidx) % n;
+        if uncommitted > 0 && uncommitted >= self.commit_every {
+            // A single consumer commits exactly what it read, with the ring_over it read
+            // before reading (D13): every slot up to kidx is released.
             self.backend.commit(self.fd(), kidx, over)?;
+            self.commits += 1;
             self.uidx = kidx;
         }
         Ok(count)
@@ -190,5 +212,24 @@ mod tests {
         seen.sort_unstable();
         assert_eq!(seen, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
         assert_eq!(q.ring_len(), 4);
+    }
+
+    #[test]
+    fn deferred_commits_keep_the_ring_flowing() {
+        let mut q = RawQueue::new(RawBackend::fallback(), 16).unwrap();
+        q.set_commit_every(8);
+        let mut evs: Vec<ukevent> = (0..3)
+            .map(|i| ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(i), 0, 0))
+            .collect();
+        assert_eq!(q.ctl(KEVENT_CTL_ADD, &mut evs), Ok(0));
+        let mut seen = 0;
+        for round in 0..40 {
+            assert_eq!(q.ctl(KEVENT_CTL_READY, &mut evs), Ok(3));
+            // The wait is given the last *committed* index, and fills the free slots.
+            assert_eq!(q.wait(15, &FOREVER), Ok(3), "round {round}");
+            seen += q.consume(|_| ()).unwrap();
+            assert!((q.read + 16 - q.uidx) % 16 < 8);
+        }
+        assert_eq!(seen, 120);
     }
 }

@@ -37,7 +37,10 @@ const KEVENTS: usize = 4096;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Path {
     GetEvents,
+    /// Commit after every wait.
     Ring,
+    /// Commit once half the ring has been read.
+    RingBatched,
 }
 
 impl Path {
@@ -45,6 +48,7 @@ impl Path {
         match self {
             Path::GetEvents => "get_events",
             Path::Ring => "ring (wait + commit)",
+            Path::RingBatched => "ring, batched commit",
         }
     }
 
@@ -52,6 +56,7 @@ impl Path {
         match self {
             Path::GetEvents => "get_events",
             Path::Ring => "ring",
+            Path::RingBatched => "ring_batched_commit",
         }
     }
 }
@@ -71,12 +76,15 @@ struct Bench {
 
 impl Bench {
     fn new(b: RawBackend, path: Path) -> Bench {
-        let ring = if path == Path::Ring {
-            KEVENTS as u32
-        } else {
+        let ring = if path == Path::GetEvents {
             0
+        } else {
+            KEVENTS as u32
         };
-        let q = RawQueue::new(b, ring).expect("kevent_init");
+        let mut q = RawQueue::new(b, ring).expect("kevent_init");
+        if path == Path::RingBatched {
+            q.set_commit_every(ring / 2);
+        }
         let mut adds: Vec<ukevent> = (0..KEVENTS as u64)
             .map(|i| {
                 let mut e = ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(i), 0, 0);
@@ -117,8 +125,9 @@ impl Bench {
                     self.sink = self.sink.wrapping_add(e.cookie());
                 }
             }
-            Path::Ring => {
+            Path::Ring | Path::RingBatched => {
                 let mut got = 0;
+                let commits = self.q.commits;
                 while got < batch {
                     self.q.wait(batch as u32, &FOREVER).expect("kevent_wait");
                     let mut sink = self.sink;
@@ -127,8 +136,9 @@ impl Bench {
                         .consume(|e| sink = sink.wrapping_add(e.cookie()))
                         .expect("kevent_commit") as usize;
                     self.sink = sink;
-                    self.calls += 2;
+                    self.calls += 1;
                 }
+                self.calls += self.q.commits - commits;
             }
         }
         os::now_ns() - t
@@ -156,7 +166,9 @@ fn sample(b: &mut Bench, batch: usize, min_ns: u64) -> (f64, f64) {
 /// for `strace -c` to count.
 pub fn syscall_child(args: &[String]) -> std::io::Result<()> {
     let bad = || {
-        std::io::Error::other("usage: ring-syscalls fallback|native get_events|ring BATCH ITERS")
+        std::io::Error::other(
+            "usage: ring-syscalls fallback|native get_events|ring|ring_batched_commit BATCH ITERS",
+        )
     };
     let [backend, path, batch, iters] = args else {
         return Err(bad());
@@ -230,7 +242,7 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
     } else {
         (15, 200_000_000)
     };
-    let paths = [Path::GetEvents, Path::Ring];
+    let paths = [Path::GetEvents, Path::Ring, Path::RingBatched];
     // [backend][path][batch] -> samples
     let mut rate: Vec<Vec<Vec<Vec<f64>>>> =
         vec![vec![vec![vec![]; batches.len()]; paths.len()]; machine.backends.len()];
@@ -286,7 +298,8 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
          the consumer; one thread does both. events/s = the whole loop (mark + take), median \
          of {reps} samples of ≥{} ms (min–max); consumer ns/event = the taking side only. ABI \
          calls/event from a counter around every `kevent_*` call (READY included: 2 calls per \
-         batch for get_events, 3 for the ring). Kernel syscalls/event: {}.\n\n\
+         batch for get_events, 3 for the ring; the batched-commit ring commits once half of \
+         its {KEVENTS} slots have been read). Kernel syscalls/event: {}.\n\n\
          | backend | path | B | events/s | consumer ns/event | ABI calls/event | kernel syscalls/event |\n\
          |---|---|---|---|---|---|---|\n",
         min_ns / 1_000_000,
@@ -347,7 +360,7 @@ mod tests {
 
     #[test]
     fn both_paths_take_every_event() {
-        for p in [Path::GetEvents, Path::Ring] {
+        for p in [Path::GetEvents, Path::Ring, Path::RingBatched] {
             let mut b = Bench::new(RawBackend::fallback(), p);
             // Batch sizes change mid-way through the kevents (the `all` run's order).
             for batch in [1, 16, 256, 16, 1000, 1] {
@@ -355,8 +368,18 @@ mod tests {
                     b.iteration(batch);
                 }
             }
-            let per_iter = if p == Path::Ring { 3 } else { 2 };
-            assert_eq!(b.calls, 600 * per_iter);
+            match p {
+                Path::GetEvents => assert_eq!(b.calls, 600 * 2),
+                Path::Ring => assert_eq!(b.calls, 600 * 3),
+                // READY + wait per iteration, and a commit per 2048 events read.
+                Path::RingBatched => {
+                    let events: u64 = 100 * (1 + 16 + 256 + 16 + 1000 + 1);
+                    assert_eq!(b.calls, 600 * 2 + b.q.commits);
+                    // Each commit releases between 2048 and 2048 + 999 read entries.
+                    let c = b.q.commits;
+                    assert!(c >= events / 3048 && c <= events / 2048, "{c}");
+                }
+            }
         }
     }
 
