@@ -136,6 +136,7 @@ fn main() -> ExitCode {
         },
         "ring-syscalls" => ring::syscall_child(rest).map(|()| 0),
         "serve" => http::serve_command(rest),
+        "timer-memory" => timers::memory_child(rest).map(|()| 0),
         _ => {
             eprintln!("kevent-bench: unknown arguments {args:?}\n\n{USAGE}");
             Ok(2)
@@ -199,6 +200,7 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
     for &name in names {
         let started = os::now_ns();
         let load_before = machine::loadavg();
+        let (busy0, own0) = (os::machine_busy_ns(), os::tree_cpu_ns());
         eprintln!("kevent-bench: {name} ...");
         // Single-process benchmarks run pinned to one CPU; http pins its threads itself.
         if name != "http" && cpus.len() > 1 {
@@ -219,9 +221,16 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
             text.push_str(&format!("![{file}]({file})\n"));
         }
         let load_after = machine::loadavg();
+        // CPU the rest of the machine used meanwhile: other people's work competes with the
+        // pinned benchmark and its load generator.
+        let others = (os::machine_busy_ns().saturating_sub(busy0) as f64
+            - os::tree_cpu_ns().saturating_sub(own0) as f64)
+            .max(0.0)
+            / 1e9
+            / secs;
         text.push_str(&format!(
-            "\n(`{name}` took {secs:.0} s; 1-minute load average {load_before} before, \
-             {load_after} after)\n\n"
+            "\n(`{name}` took {secs:.0} s; other processes used {others:.2} CPUs on average \
+             meanwhile; 1-minute load average {load_before} before, {load_after} after)\n\n"
         ));
         write!(out, "{text}")?;
         out.flush()?;
@@ -230,6 +239,7 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
         json.push("seconds", Json::from(secs));
         json.push("loadavg_before", Json::from(load_before));
         json.push("loadavg_after", Json::from(load_after));
+        json.push("other_processes_cpus", Json::from(others));
         if let Some(dir) = &opts.out {
             std::fs::write(dir.join(format!("{name}.json")), json.pretty())?;
             for (file, svg) in &section.charts {

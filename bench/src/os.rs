@@ -31,6 +31,40 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CPU time (user + system) of this process and its reaped children, in nanoseconds.
+pub fn tree_cpu_ns() -> u64 {
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    let mut total = 0;
+    for who in [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN] {
+        // SAFETY: rusage is plain data; all zeroes is a valid value.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is a local the call writes.
+        if unsafe { libc::getrusage(who, &mut ru) } == 0 {
+            total += tv(ru.ru_utime) + tv(ru.ru_stime);
+        }
+    }
+    total
+}
+
+/// Busy CPU time of the whole machine (all CPUs, `/proc/stat`: everything but idle and
+/// iowait), in nanoseconds.
+pub fn machine_busy_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(line) = stat.lines().find(|l| l.starts_with("cpu ")) else {
+        return 0;
+    };
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest time is inside user)
+    let busy: u64 = v.iter().take(8).sum::<u64>() - v.get(3).unwrap_or(&0) - v.get(4).unwrap_or(&0);
+    // SAFETY: sysconf reads no user memory.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    busy * (1_000_000_000 / hz)
+}
+
 /// Sleeps until `CLOCK_MONOTONIC` reaches `deadline_ns`.
 pub fn sleep_until(deadline_ns: u64) {
     let ts = libc::timespec {

@@ -7,9 +7,10 @@
 //! (each timer by its own ADD call) spread evenly over the first period, so that the expiries are spread evenly too rather
 //! than all due at once.
 //!
-//! * **memory per timer**: the rise of the resident set (`/proc/self/statm`) from before
-//!   the queue is created to after the last ADD, divided by n; the benchmark's own
-//!   bookkeeping is allocated and touched before the first reading;
+//! * **memory per timer**: measured in a fresh child process (`kevent-bench timer-memory`),
+//!   so that memory freed by earlier benchmarks cannot hide the queue's growth: the rise of
+//!   the resident set (`/proc/self/statm`) from before the queue is created to after n
+//!   timers are added, divided by n;
 //! * **CPU per expiry**: process CPU time (user + system) during the measured window, divided
 //!   by the expirations delivered (`ret_data[1]` summed, D8);
 //! * **lateness**: for each delivery, the time `get_events` returned minus the deadline of
@@ -70,7 +71,6 @@ fn run_one(b: RawBackend, n: usize, periods: u64, min_window_ns: u64) -> TimerRu
     lateness_us.clear();
     lateness_opt_us.clear();
     let mut events = vec![ukevent::default(); 1024];
-    let rss0 = os::rss_bytes();
     let q = RawQueue::new(b, 0).expect("kevent_init");
     let t0 = os::now_ns();
     let step = base_ns / chunks as u64;
@@ -96,7 +96,6 @@ fn run_one(b: RawBackend, n: usize, periods: u64, min_window_ns: u64) -> TimerRu
             add_total += d;
         }
     }
-    let rss1 = os::rss_bytes();
     // The measured window starts when the first chunk's timers first expire.
     let start = added_at[0] + base_ns;
     let end = start + window_ns;
@@ -134,13 +133,12 @@ fn run_one(b: RawBackend, n: usize, periods: u64, min_window_ns: u64) -> TimerRu
     drop(q);
     lateness_us.sort_unstable();
     lateness_opt_us.sort_unstable();
-    let rss_delta = rss1.saturating_sub(rss0);
     TimerRun {
         n,
         base_ns,
         window_s: window_ns as f64 / 1e9,
-        bytes_per_timer: rss_delta as f64 / n as f64,
-        rss_delta,
+        bytes_per_timer: f64::NAN,
+        rss_delta: 0,
         cpu_ns_per_expiry: cpu as f64 / expirations.max(1) as f64,
         expirations,
         coalesced,
@@ -149,6 +147,53 @@ fn run_one(b: RawBackend, n: usize, periods: u64, min_window_ns: u64) -> TimerRu
         max_add_us: max_add as f64 / 1e3,
         add_ns_per_timer: add_total as f64 / n as f64,
     }
+}
+
+/// RSS growth of a fresh process that creates a queue and adds `n` timers (none expires
+/// during the measurement): the hidden `timer-memory BACKEND N` subcommand prints it.
+pub fn memory_child(args: &[String]) -> std::io::Result<()> {
+    let bad = || std::io::Error::other("usage: timer-memory fallback|native N");
+    let [backend, n] = args else {
+        return Err(bad());
+    };
+    let b = match backend.as_str() {
+        "native" => RawBackend::native().map_err(std::io::Error::other)?,
+        _ => RawBackend::fallback(),
+    };
+    let n: u32 = n.parse().map_err(|_| bad())?;
+    let mut batch: Vec<ukevent> = Vec::with_capacity(CHUNK);
+    let before = os::rss_bytes();
+    let q = RawQueue::new(b, 0).map_err(std::io::Error::other)?;
+    for i in 0..n {
+        // 1000 s + i ns: distinct keys, and none expires while this runs.
+        batch.push(ukevent::new(
+            KEVENT_TIMER,
+            kevent_id::from_raw([1000, i]),
+            KEVENT_TIMER_FIRED,
+            0,
+        ));
+        if batch.len() == CHUNK || i + 1 == n {
+            q.ctl(KEVENT_CTL_ADD, &mut batch)
+                .map_err(std::io::Error::other)?;
+            batch.clear();
+        }
+    }
+    let after = os::rss_bytes();
+    println!("{}", after.saturating_sub(before));
+    drop(q);
+    Ok(())
+}
+
+/// Runs `timer-memory` in a child process; the RSS growth in bytes.
+fn memory_in_child(b: RawBackend, n: usize) -> Option<u64> {
+    let out = std::process::Command::new(std::env::current_exe().ok()?)
+        .args(["timer-memory", b.kind().as_str(), &n.to_string()])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
 /// Runs the timer benchmark.
@@ -162,7 +207,11 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
     let mut runs = vec![];
     for &b in &machine.backends {
         for &n in &sizes {
-            let r = run_one(b, n, periods, min_window);
+            let mut r = run_one(b, n, periods, min_window);
+            if let Some(bytes) = memory_in_child(b, n) {
+                r.rss_delta = bytes;
+                r.bytes_per_timer = bytes as f64 / n as f64;
+            }
             eprintln!(
                 "timers: {} n={n}: {} expirations, p99 {} µs",
                 b.kind().as_str(),
@@ -180,8 +229,9 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
          expiry it reported; each timer is added by its own ADD call, and its deadlines are \
          taken from the time before that call (pessimistic; `max (opt.)` takes them from the \
          time after the call instead: the two differ only for the few calls that grew the \
-         engine's tables, see the last column). Memory = RSS rise over creating \
-         the queue and adding the timers, ÷ n. CPU = process CPU time in the window ÷ \
+         engine's tables, see the last column). Memory = RSS rise of a fresh child process \
+         (`kevent-bench timer-memory`) over creating the queue and adding the n timers, ÷ n. \
+         CPU = process CPU time in the window ÷ \
          expirations.\n\n\
          | backend | timers | base period | expirations | expirations/s | bytes/timer | CPU ns/expiry | lateness p50 | p99 | max | max (opt.) | coalesced deliveries | ADD ns/timer (longest call) |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
@@ -198,13 +248,17 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
         let ms = |us: u32| format!("{:.3} ms", f64::from(us) / 1e3);
         let _ = writeln!(
             md,
-            "| {} | {} | {:.2} s | {} | {:.0} | {:.1} | {:.0} | {} | {} | {} | {} | {} | {:.0} ({:.0} µs) |",
+            "| {} | {} | {:.2} s | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} | {:.0} ({:.0} µs) |",
             b.kind().as_str(),
             r.n,
             r.base_ns as f64 / 1e9,
             r.expirations,
             r.expirations as f64 / r.window_s,
-            r.bytes_per_timer,
+            if r.bytes_per_timer.is_finite() {
+                format!("{:.1}", r.bytes_per_timer)
+            } else {
+                "–".to_owned()
+            },
             r.cpu_ns_per_expiry,
             ms(p(0.5)),
             ms(p(0.99)),
@@ -265,5 +319,7 @@ mod tests {
         assert!(r.expirations > 200 * 30, "{}", r.expirations);
         assert!(!r.lateness_us.is_empty());
         assert!(r.cpu_ns_per_expiry > 0.0);
+        assert!(memory_child(&["fallback".into(), "2000".into()]).is_ok());
+        assert!(memory_child(&["fallback".into()]).is_err());
     }
 }

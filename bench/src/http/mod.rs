@@ -340,18 +340,18 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
                 },
                 Load::Wrk {
                     conns: 100,
-                    secs: 5,
+                    secs: 3,
                 },
                 Load::Wrk {
                     conns: 1000,
-                    secs: 5,
+                    secs: 3,
                 },
                 Load::Wrk {
                     conns: 8000,
-                    secs: 5,
+                    secs: 3,
                 },
             ],
-            3,
+            5,
         )
     };
     let mut flavours = vec![Flavour::Epoll];
@@ -363,7 +363,8 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
     };
     let mut md = format!(
         "Requests per second reported by the load generator (median of {reps} runs per \
-         mechanism, min–max in parentheses), mechanisms alternated run by run. Server: one \
+         mechanism, min–max in parentheses), mechanisms alternated run by run; the ratio is \
+         the median (min–max) of the {reps} ratios of back-to-back runs. Server: one \
          thread{}; response `200 OK`, 13-byte body; ab speaks HTTP/1.0 without keep-alive (a \
          connection per request, server closes), wrk HTTP/1.1 keep-alive. The kevent server \
          uses the raw ABI through `RawBackend` (the safe `Queue` API had not landed). \
@@ -472,22 +473,17 @@ fn report(
         }
         for fi in 1..flavours.len() {
             let cell = match (summary(li, fi), summary(li, 0)) {
-                (Some(k), Some(e)) => {
-                    // Paired ratios: run i of kevent against run i of epoll.
+                (Some(_), Some(_)) => {
+                    // Paired ratios: run i of kevent against run i of epoll, made back to
+                    // back, so that drift cancels; their median is the headline.
                     let pairs: Vec<f64> = runs[li][fi]
                         .iter()
                         .zip(&runs[li][0])
                         .map(|(k, e)| k.rps / e.rps)
                         .collect();
-                    let p = Summary::of(&pairs);
-                    format!(
-                        "**{:.2}**{}",
-                        k.median / e.median,
-                        p.map_or(String::new(), |p| format!(
-                            " (pairs {:.2}–{:.2})",
-                            p.min, p.max
-                        ))
-                    )
+                    Summary::of(&pairs).map_or("–".into(), |p| {
+                        format!("**{:.2}** ({:.2}–{:.2})", p.median, p.min, p.max)
+                    })
                 }
                 _ => "–".into(),
             };
@@ -497,6 +493,20 @@ fn report(
         json_loads.push(Json::obj([
             ("load", Json::from(load.label())),
             ("tool", Json::from(load.tool())),
+            (
+                "paired_ratios_over_epoll",
+                Json::obj((1..flavours.len()).map(|fi| {
+                    let pairs: Vec<f64> = runs[li][fi]
+                        .iter()
+                        .zip(&runs[li][0])
+                        .map(|(k, e)| k.rps / e.rps)
+                        .collect();
+                    (
+                        flavour_key(flavours[fi]),
+                        Summary::of(&pairs).map_or(Json::Null, |p| p.json()),
+                    )
+                })),
+            ),
             (
                 "results",
                 Json::obj(flavours.iter().enumerate().map(|(fi, &f)| {
