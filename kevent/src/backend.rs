@@ -27,9 +27,11 @@
 //! * The ring registered by [`RawBackend::init`] stays valid until the queue fd is closed:
 //!   that is the `# Safety` contract of `init`, the only `unsafe fn` here. The other methods
 //!   may make the engine write that ring, which is sound because of that contract.
+//! * [`set_nonblocking`] calls `fcntl(F_GETFL/F_SETFL)` on a borrowed (hence open) fd;
+//!   [`zeroed_sigevent`] zero-initialises a plain-data C struct. Neither touches other memory.
 #![allow(unsafe_code)]
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 
 use kevent_fallback::posix_timer::TimerId;
 use kevent_sys::detect::{self, Backend, Unavailable};
@@ -456,6 +458,41 @@ impl RawBackend {
                 .map_err(|_| Errno::EINVAL),
         }
     }
+}
+
+/// `fcntl(fd, F_SETFL, O_NONBLOCK)` on or off (used by the safe API's queue builder).
+///
+/// # Errors
+///
+/// What `fcntl(2)` returns (`EBADF`).
+pub fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> Result<(), Errno> {
+    let raw = fd.as_raw_fd();
+    // SAFETY: F_GETFL reads the open file's status flags; it takes no pointer and touches no
+    // user memory. `fd` is borrowed, so it is open for the call.
+    let flags = unsafe { libc::fcntl(raw, libc::F_GETFL) };
+    if flags == -1 {
+        return Err(Errno::last());
+    }
+    let new = if on {
+        flags | libc::O_NONBLOCK
+    } else {
+        flags & !libc::O_NONBLOCK
+    };
+    if new == flags {
+        return Ok(());
+    }
+    // SAFETY: F_SETFL with an int argument touches no user memory; `fd` is open (borrowed).
+    if unsafe { libc::fcntl(raw, libc::F_SETFL, new) } == -1 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
+/// An all-zero `sigevent` (libc's has private padding, so it cannot be built field by field).
+pub fn zeroed_sigevent() -> libc::sigevent {
+    // SAFETY: `sigevent` is plain data (ints, a union of int and pointer, padding): all
+    // zeroes is a valid value.
+    unsafe { std::mem::zeroed() }
 }
 
 /// A slice's length as the ABI's `unsigned int` count.

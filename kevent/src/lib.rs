@@ -1,6 +1,147 @@
-//! Safe Rust API for kevent queues (work in progress).
+//! Safe Rust API for kevent: one event queue for sockets, pipes, any pollable fd, timers,
+//! signals, POSIX timers, directory changes and user events, with an optional ring buffer
+//! that several threads can consume at once.
 //!
-//! [`backend`] dispatches every ABI call to the kernel's kevent syscalls or to the userspace
-//! fallback engine; the C library (`libkevent`) uses the same dispatch.
+//! The same program runs on a Linux kernel that carries the kevent patch (the **native**
+//! backend: raw syscalls) and on any stock kernel (the **fallback**: a userspace engine over
+//! epoll, timerfd, eventfd, inotify and a signal handler). The choice is made at run time,
+//! once per process ([`Backend::current`]); `KEVENT_BACKEND=fallback` forces the fallback,
+//! `KEVENT_BACKEND=native` requires native. Every example in these docs runs on either.
+//!
+//! # The model
+//!
+//! **A queue** ([`Queue`]) is an fd. You register *kevents* in it, then wait for events.
+//!
+//! **A kevent** is named by its [`Key`]: a type and an id. The id is what is watched: an fd
+//! number for sockets, pipes, poll and directories; the interval for timers; the signal
+//! number; any number you choose for user events. Registering is [`Queue::add`] with a typed
+//! builder from [`source`]:
+//!
+//! ```
+//! use std::net::{TcpListener, TcpStream};
+//! use kevent::{Added, Events, EventKind, Queue, Socket, SocketEvents, Timeout};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let queue = Queue::new()?;
+//! let listener = TcpListener::bind("127.0.0.1:0")?;
+//! let reg = match queue.add(Socket::new(&listener, SocketEvents::ACCEPT).cookie(1))? {
+//!     Added::Registered(reg) => reg,
+//!     other => panic!("nobody connected yet: {other:?}"),
+//! };
+//! let _client = TcpStream::connect(listener.local_addr()?)?;
+//! let mut events = Events::with_capacity(64);
+//! queue.get_events(&mut events, 1, Timeout::FOREVER)?;
+//! for event in &events {
+//!     assert_eq!(event.cookie(), 1);
+//!     assert!(matches!(event.kind(), EventKind::Socket { ready: SocketEvents::ACCEPT, .. }));
+//! }
+//! drop(reg); // REMOVE
+//! # Ok(()) }
+//! ```
+//!
+//! **Adding** returns what the ABI says about the entry, as a value ([`Added`]): registered
+//! (a [`Registration`]), *ready at once* (the source was already ready: it is returned, and
+//! **not** registered, unless you ask for [`ReqFlags::ALWAYS_QUEUE`]), or failed (a bad fd,
+//! a duplicate key) with its `io::Error`. An `Err` means the call itself failed.
+//!
+//! **A registration holds its fd.** Builders take the fd *holder*: a reference (`&stream`)
+//! keeps the stream borrowed while registered, an owned stream is owned by the registration.
+//! Safe code therefore cannot close a registered fd, so events for a different file that
+//! reuses the number can never be reported (**D10**). Dropping the registration unregisters
+//! the kevent (REMOVE) first, then drops the holder. See [`Registration`].
+//!
+//! **Events** come back from [`Queue::get_events`] into a reusable [`Events`] buffer (or from
+//! the ring, below). Each [`Event`] carries your cookie and decodes into an [`EventKind`]: which
+//! readiness of which socket, how many timer expirations, which signal, … A failed source is
+//! *BROKEN* ([`Event::error`] gives the `io::Error`) and unregistered.
+//!
+//! # Level, edge, oneshot
+//!
+//! * **Level** (the default, **D7**): a socket, pipe or poll kevent whose source is still
+//!   ready is delivered by *every* wait, like epoll's level mode. Read until `WouldBlock`, or
+//!   expect it again.
+//! * **Edge** ([`ReqFlags::ET`]): delivered once per *new* readiness; drain the source
+//!   before waiting again or you may not hear from it.
+//! * **Oneshot** ([`ReqFlags::ONESHOT`]): delivered once, then unregistered; the event
+//!   carries [`RetFlags::DONE`]. Add it again to re-arm.
+//!
+//! Timers, signals, directory changes and user-event marks are *occurrences*: each is
+//! consumed by the delivery that reports it, and occurrences that pile up before a delivery
+//! are coalesced into one event with a count (**D8**).
+//!
+//! # Waiting
+//!
+//! Every wait takes a [`Timeout`]: [`Timeout::NOW`] (do not block), a relative `Duration`,
+//! an absolute `SystemTime`, or [`Timeout::FOREVER`]. [`Queue::get_events`] also takes a
+//! minimum count: it returns once that many events are ready (**D4**). [`Queue::wake`] makes
+//! every waiter return at once. A queue built [`nonblocking`](Builder::nonblocking) never
+//! blocks.
+//!
+//! # The ring and commits
+//!
+//! A queue built with [`Builder::ring_size`] owns a ring of `n` slots. Instead of copying
+//! events into your buffer, the queue writes them into the ring ([`RingConsumer::wait`]);
+//! you read them in place and then *commit*, which gives the slots back. At most `n - 1`
+//! events are uncommitted (**D12**).
+//!
+//! ```
+//! use kevent::{Key, Queue, Timeout, User};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let queue = Queue::builder().ring_size(64).build()?;
+//! let _user = queue.add(User::new(1))?.registration();
+//! queue.ready(&[Key::user(1)])?;
+//! let mut ring = queue.ring()?;
+//! let snapshot = ring.wait(Timeout::FOREVER)?;
+//! for event in snapshot {
+//!     assert_eq!(event.key(), Key::user(1));
+//! } // the snapshot is dropped here: what was read is committed
+//! # Ok(()) }
+//! ```
+//!
+//! # Threads
+//!
+//! [`Queue`] is `Send + Sync`: any thread may add, remove, mark ready and wait, at the same
+//! time. Each ready kevent is delivered to one waiter (all of them with
+//! [`ReqFlags::WAKEUP_ALL`]), never twice. [`SharedRing`] lets several threads consume one
+//! ring: each claims a [`Batch`] of entries, and a commit happens only over a prefix every
+//! thread has finished, because a commit releases every slot before it (**D13**).
+//!
+//! # Async runtimes
+//!
+//! The queue fd is readable while events are ready, so a runtime can watch it through
+//! [`AsFd`](std::os::fd::AsFd) (`tokio::io::unix::AsyncFd`, `async-io`): await readability,
+//! then `get_events` with [`Timeout::NOW`]. See `examples/async_tokio.rs`.
+//!
+//! # What this crate leaves out
+//!
+//! Kernel AIO (`KEVENT_AIO`, created by `aio_sendfile`) has no builder; its events decode
+//! as [`EventKind::Aio`]. NAIO does not exist (ADD answers `ENOSYS`). The normative contract
+//! is the project's `kevent-abi.md`; the [`guide`] walks through a first event loop.
+#![deny(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+#![doc(test(attr(deny(warnings))))]
 
 pub mod backend;
+mod detect;
+mod error;
+mod event;
+mod flags;
+pub mod guide;
+mod posix_timer;
+mod queue;
+mod registration;
+mod ring;
+pub mod source;
+mod timeout;
+
+pub use detect::Backend;
+pub use error::{Error, Op, Result};
+pub use event::{Event, EventKind, Events, Iter, Key};
+pub use flags::{InodeEvents, PollEvents, ReqFlags, RetFlags, SocketEvents};
+pub use kevent_sys::detect::Unavailable;
+pub use posix_timer::{Clock, PosixTimer};
+pub use queue::{Builder, Queue, ReadyOutcome};
+pub use registration::{Added, Modify, Registration};
+pub use ring::{Batch, MAX_RING_SIZE, RingConsumer, SharedRing, Snapshot};
+pub use source::{Inode, NoFd, Pipe, Poll, Signal, Socket, Timer, User};
+pub use timeout::{FOREVER_SECS, Timeout};
