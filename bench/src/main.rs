@@ -41,7 +41,7 @@ use crate::machine::Machine;
 use crate::poller::Transport;
 
 const USAGE: &str = "\
-usage: kevent-bench [SUBCOMMAND] [--quick] [--out DIR] [--transport unix-dgram|socketpair]
+usage: kevent-bench [SUBCOMMAND] [--quick] [--out DIR] [--transport unix-dgram|socketpair] [--rt]
 
 subcommands:
   report     print the detected backend (and why native is unavailable) and the ABI summary
@@ -62,6 +62,8 @@ options:
   --quick        short settings (`all --quick` takes about two minutes on two cores)
   --out DIR      write report.md, JSON and SVG files into DIR (created if missing)
   --transport T  poller descriptors: unix-dgram (default: N fds) or socketpair (2N fds)
+  --rt           timers: run the consumer at SCHED_FIFO priority 1 (root), so that lateness
+                 shows the engine rather than other processes competing for the CPU
 
 environment:
   KEVENT_BACKEND=auto|native|fallback   backend selection (default auto)
@@ -76,6 +78,8 @@ pub struct Opts {
     pub out: Option<PathBuf>,
     /// Poller transport.
     pub transport: Transport,
+    /// Run the timer benchmark's consumer at `SCHED_FIFO` priority 1.
+    pub rt: bool,
 }
 
 /// One benchmark's results: Markdown, JSON and charts.
@@ -98,11 +102,13 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
         quick: false,
         out: None,
         transport: Transport::UnixDgram,
+        rt: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--quick" => opts.quick = true,
+            "--rt" => opts.rt = true,
             "--out" => {
                 opts.out = Some(it.next().ok_or("--out needs a directory")?.into());
             }
@@ -170,10 +176,11 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
          (kevent-bench {})\n* Pinning: {}\n\n",
         machine.markdown(),
         if opts.quick { " --quick" } else { "" },
-        if opts.transport == Transport::SocketPair {
-            " --transport socketpair"
-        } else {
-            ""
+        match (opts.transport, opts.rt) {
+            (Transport::SocketPair, true) => " --transport socketpair --rt",
+            (Transport::SocketPair, false) => " --transport socketpair",
+            (_, true) => " --rt",
+            _ => "",
         },
         if cfg!(debug_assertions) {
             "**debug build: figures are not meaningful, use --release**"
@@ -278,8 +285,8 @@ mod tests {
     #[test]
     fn options_parse() {
         let a = |v: &[&str]| parse_opts(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
-        let o = a(&["--quick", "--out", "d", "--transport", "socketpair"]).unwrap();
-        assert!(o.quick);
+        let o = a(&["--quick", "--out", "d", "--transport", "socketpair", "--rt"]).unwrap();
+        assert!(o.quick && o.rt);
         assert_eq!(o.out, Some(PathBuf::from("d")));
         assert_eq!(o.transport, Transport::SocketPair);
         assert!(a(&["--out"]).is_err());

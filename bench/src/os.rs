@@ -166,6 +166,24 @@ pub fn unpin_thread(cpus: &[usize]) {
     unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) };
 }
 
+/// Sets the calling thread's scheduling policy: `SCHED_FIFO` at `priority` when `Some`,
+/// back to `SCHED_OTHER` when `None`. Needs root (or `CAP_SYS_NICE`) for `SCHED_FIFO`.
+pub fn set_fifo(priority: Option<i32>) -> io::Result<()> {
+    let (policy, prio) = match priority {
+        Some(p) => (libc::SCHED_FIFO, p),
+        None => (libc::SCHED_OTHER, 0),
+    };
+    let param = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: `param` is a local the call reads; pid 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, policy, &param) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Takes ownership of an fd a syscall just returned (`-1` → the OS error).
 pub fn owned(fd: RawFd) -> io::Result<OwnedFd> {
     if fd < 0 {

@@ -204,6 +204,14 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
     } else {
         (3, 3_000_000_000)
     };
+    let scheduling = if opts.rt {
+        match os::set_fifo(Some(1)) {
+            Ok(()) => "SCHED_FIFO priority 1 (`--rt`)".to_owned(),
+            Err(e) => format!("normal (SCHED_OTHER): `--rt` failed: {e}"),
+        }
+    } else {
+        "normal (SCHED_OTHER); `--rt` runs the consumer at SCHED_FIFO".to_owned()
+    };
     let mut runs = vec![];
     for &b in &machine.backends {
         for &n in &sizes {
@@ -221,8 +229,11 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
             runs.push((b, r));
         }
     }
+    if opts.rt {
+        let _ = os::set_fifo(None);
+    }
     let mut md = format!(
-        "Periodic TIMER kevents in one queue; timer i has the interval base + i ns, with base \
+        "Scheduling of the consumer thread: {scheduling}. Periodic TIMER kevents in one queue; timer i has the interval base + i ns, with base \
          = n ÷ {RATE} s so that every row delivers about {RATE} expiries/s; timers added in \
          chunks of {CHUNK} spread over the first period. Window: {} after the first expiry \
          (at least {} s). Lateness = when `get_events` returned − the deadline of the oldest \
@@ -301,6 +312,7 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
         title: "Timers: many periodic timers in one queue".into(),
         markdown: md,
         json: Json::obj([
+            ("scheduling", Json::from(scheduling)),
             ("expiries_per_second_target", Json::from(RATE)),
             ("runs", Json::Arr(json_runs)),
         ]),
