@@ -62,8 +62,9 @@ options:
   --quick        short settings (`all --quick` takes about two minutes on two cores)
   --out DIR      write report.md, JSON and SVG files into DIR (created if missing)
   --transport T  poller descriptors: unix-dgram (default: N fds) or socketpair (2N fds)
-  --rt           timers: run the consumer at SCHED_FIFO priority 1 (root), so that lateness
-                 shows the engine rather than other processes competing for the CPU
+  --rt           run the single-process benchmarks (poller, registry, timers, ring) at
+                 SCHED_FIFO priority 1 on their pinned CPU (root; needs two CPUs), so that
+                 other processes on a shared machine cannot take time slices from them
 
 environment:
   KEVENT_BACKEND=auto|native|fallback   backend selection (default auto)
@@ -78,7 +79,7 @@ pub struct Opts {
     pub out: Option<PathBuf>,
     /// Poller transport.
     pub transport: Transport,
-    /// Run the timer benchmark's consumer at `SCHED_FIFO` priority 1.
+    /// Run the single-process benchmarks at `SCHED_FIFO` priority 1 on their pinned CPU.
     pub rt: bool,
 }
 
@@ -188,7 +189,7 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
             "release"
         },
         env!("CARGO_PKG_VERSION"),
-        pinning_note(&cpus),
+        pinning_note(&cpus, opts.rt),
     );
     if cfg!(debug_assertions) {
         eprintln!("kevent-bench: warning: a debug build; run with `cargo run --release`");
@@ -213,6 +214,14 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
         if name != "http" && cpus.len() > 1 {
             let _ = os::pin_thread(*cpus.last().unwrap_or(&0));
         }
+        // --rt: the single-process benchmarks run at SCHED_FIFO on their CPU, so that other
+        // processes cannot take time slices from them (they keep the other CPU, and the
+        // kernel's RT throttling leaves them 5% of this one). Never for http, which keeps
+        // both CPUs busy.
+        let rt = opts.rt && name != "http" && cpus.len() > 1;
+        if rt && let Err(e) = os::set_fifo(Some(1)) {
+            eprintln!("kevent-bench: --rt: SCHED_FIFO refused ({e}); running normally");
+        }
         let section = match name {
             "poller" => poller::run(opts, &machine),
             "http" => http::run(opts, &machine),
@@ -220,6 +229,9 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
             "timers" => timers::run(opts, &machine),
             _ => ring::run(opts, &machine),
         };
+        if rt {
+            let _ = os::set_fifo(None);
+        }
         os::unpin_thread(&cpus);
         let secs = (os::now_ns() - started) as f64 / 1e9;
         eprintln!("kevent-bench: {name} took {secs:.1} s");
@@ -266,14 +278,19 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
 }
 
 /// How the benchmarks use the CPUs, for the report header.
-fn pinning_note(cpus: &[usize]) -> String {
+fn pinning_note(cpus: &[usize], rt: bool) -> String {
     match cpus {
         [] | [_] => "one CPU available: nothing pinned (server and load generator share it)".into(),
         [first, .., last] => format!(
             "{} CPUs used ({cpus:?}). Single-process benchmarks (poller, registry, timers, \
-             ring) run pinned to CPU {last}; http pins the server thread to CPU {first} and the \
-             load generator (ab or wrk, a child process) to CPU {last}",
-            cpus.len()
+             ring) run pinned to CPU {last}{}; http pins the server thread to CPU {first} and \
+             the load generator (ab or wrk, a child process) to CPU {last}",
+            cpus.len(),
+            if rt {
+                " at SCHED_FIFO priority 1 (`--rt`)"
+            } else {
+                " (normal scheduling)"
+            }
         ),
     }
 }
@@ -296,7 +313,8 @@ mod tests {
 
     #[test]
     fn pinning_is_described() {
-        assert!(pinning_note(&[0]).contains("nothing pinned"));
-        assert!(pinning_note(&[0, 1]).contains("server thread to CPU 0"));
+        assert!(pinning_note(&[0], false).contains("nothing pinned"));
+        assert!(pinning_note(&[0, 1], false).contains("server thread to CPU 0"));
+        assert!(pinning_note(&[0, 1], true).contains("SCHED_FIFO"));
     }
 }

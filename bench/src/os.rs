@@ -184,6 +184,12 @@ pub fn set_fifo(priority: Option<i32>) -> io::Result<()> {
     }
 }
 
+/// The calling thread runs at `SCHED_FIFO`.
+pub fn is_fifo() -> bool {
+    // SAFETY: sched_getscheduler takes no pointer.
+    unsafe { libc::sched_getscheduler(0) == libc::SCHED_FIFO }
+}
+
 /// Takes ownership of an fd a syscall just returned (`-1` → the OS error).
 pub fn owned(fd: RawFd) -> io::Result<OwnedFd> {
     if fd < 0 {

@@ -204,13 +204,10 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
     } else {
         (3, 3_000_000_000)
     };
-    let scheduling = if opts.rt {
-        match os::set_fifo(Some(1)) {
-            Ok(()) => "SCHED_FIFO priority 1 (`--rt`)".to_owned(),
-            Err(e) => format!("normal (SCHED_OTHER): `--rt` failed: {e}"),
-        }
+    let scheduling = if os::is_fifo() {
+        "SCHED_FIFO priority 1 (`--rt`)"
     } else {
-        "normal (SCHED_OTHER); `--rt` runs the consumer at SCHED_FIFO".to_owned()
+        "normal (SCHED_OTHER)"
     };
     let mut runs = vec![];
     for &b in &machine.backends {
@@ -228,9 +225,6 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
             );
             runs.push((b, r));
         }
-    }
-    if opts.rt {
-        let _ = os::set_fifo(None);
     }
     let mut md = format!(
         "Scheduling of the consumer thread: {scheduling}. Periodic TIMER kevents in one queue; timer i has the interval base + i ns, with base \
