@@ -127,7 +127,7 @@ pub fn isolated(name: &str, body: fn(RawBackend)) {
     if std::env::var(ROLE_ENV).as_deref() == Ok(name) {
         let b = backends(name).remove(0);
         body(b);
-        println!("CHILD-OK");
+        println!("\nCHILD-OK");
         let _ = std::io::stdout().flush();
         return;
     }
