@@ -148,7 +148,6 @@ isolated_test! {
     /// The same when the fd number *was* a queue: a queue closed and its number reused by
     /// a pipe is not a queue any more (EINVAL), and no timer may be created in the dead
     /// queue.
-    #[ignore = "engine bug: posix_timer::timer_create looks the fd up without checking that it is still the queue (closed queue fd reused by a pipe -> Ok)"]
     fn s5_posix_timer_on_a_closed_and_reused_queue_fd_einval(b) {
         let mut q = Queue::new(b);
         let n = q.fd;

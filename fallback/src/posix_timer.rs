@@ -69,7 +69,14 @@ pub fn timer_create(clock: libc::clockid_t, sev: &libc::sigevent) -> Result<Time
     ) {
         return Err(Errno::EINVAL);
     }
-    let q = fdtable::lookup(sigevent_queue_fd(sev))?;
+    let fd = sigevent_queue_fd(sev);
+    let q = fdtable::lookup(fd)?;
+    // The table cannot see close(): make sure the number still is this queue.
+    if let Err(e) = q.verify() {
+        fdtable::forget(fd, &q);
+        q.shut_down();
+        return Err(e);
+    }
     let cookie = sev.sigev_value.sival_ptr as usize as u64;
     let mut t = timers();
     let mut id = t.next;
