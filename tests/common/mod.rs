@@ -140,6 +140,10 @@ pub fn isolated(name: &str, body: fn(RawBackend)) {
             out.describe()
         );
         eprintln!("[{name}] child on the {} backend passed", b.kind().as_str());
+        // The child's own notes (figures), shown with --nocapture.
+        for line in out.stderr.lines().filter(|l| !l.trim().is_empty()) {
+            eprintln!("[{name}]   child: {line}");
+        }
     }
 }
 
