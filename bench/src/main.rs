@@ -54,7 +54,7 @@ subcommands:
   timers     10k/100k/1M periodic timers in one queue: memory, CPU per expiry, lateness
   ring       events/s through get_events vs the ring, and syscalls per event
   all        every benchmark above, in that order
-  serve epoll|kevent PORT SECONDS
+  serve epoll|kevent|safe PORT SECONDS
              run one HTTP server alone on 127.0.0.1:PORT (to profile it under your own load)
   help       print this text
 

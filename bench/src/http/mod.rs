@@ -8,8 +8,9 @@
 //! mechanisms run alternately (epoll first in even repetitions, kevent first in odd ones) so
 //! that drift hits both; a cell is the median (min–max) of the load generator's requests/s.
 //!
-//! The kevent server drives the queue through [`kevent::backend::RawBackend`] (the ABI
-//! calls), not the safe `Queue` API, which had not landed when this benchmark was written.
+//! Two kevent servers run on each backend: one drives the queue through
+//! [`kevent::backend::RawBackend`] (the ABI calls, with ADD and REMOVE batched per wait), one
+//! through the safe API ([`kevent::Queue`], a `Registration` per connection).
 
 pub mod server;
 
@@ -256,10 +257,10 @@ fn run_one(
     result.map(|r| RunResult { server: stats, ..r })
 }
 
-/// The `serve epoll|kevent PORT SECONDS` subcommand: one server alone, for profiling.
+/// The `serve epoll|kevent|safe PORT SECONDS` subcommand: one server alone, for profiling.
 pub fn serve_command(args: &[String]) -> io::Result<u8> {
     let usage = || {
-        eprintln!("usage: kevent-bench serve epoll|kevent PORT SECONDS");
+        eprintln!("usage: kevent-bench serve epoll|kevent|safe PORT SECONDS");
         Ok(2)
     };
     let [kind, port, secs] = args else {
@@ -267,7 +268,8 @@ pub fn serve_command(args: &[String]) -> io::Result<u8> {
     };
     let flavour = match kind.as_str() {
         "epoll" => Flavour::Epoll,
-        "kevent" => match kevent::backend::RawBackend::current() {
+        "kevent" | "safe" => match kevent::backend::RawBackend::current() {
+            Ok(b) if kind == "safe" => Flavour::Safe(b),
             Ok(b) => Flavour::Kevent(b),
             Err(e) => {
                 eprintln!("kevent-bench: {e}");
@@ -355,7 +357,10 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
         )
     };
     let mut flavours = vec![Flavour::Epoll];
-    flavours.extend(machine.backends.iter().map(|&b| Flavour::Kevent(b)));
+    for &b in &machine.backends {
+        flavours.push(Flavour::Kevent(b));
+        flavours.push(Flavour::Safe(b));
+    }
     let cpus = os::allowed_cpus();
     let (server_cpu, client_cpu) = match cpus.as_slice() {
         [a, .., b] => (Some(*a), Some(*b)),
@@ -366,9 +371,12 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
          mechanism, min–max in parentheses), mechanisms alternated run by run; the ratio is \
          the median (min–max) of the {reps} ratios of back-to-back runs. Server: one \
          thread{}; response `200 OK`, 13-byte body; ab speaks HTTP/1.0 without keep-alive (a \
-         connection per request, server closes), wrk HTTP/1.1 keep-alive. The kevent server \
-         uses the raw ABI through `RawBackend` (the safe `Queue` API had not landed). \
-         Listen backlog 65535, capped by `net.core.somaxconn` = {}.\n\n",
+         connection per request, server closes), wrk HTTP/1.1 keep-alive. Servers: raw \
+         `epoll`; `kevent raw`, the ABI calls through `RawBackend`, registering the sockets \
+         accepted in one wait with one ADD and unregistering those closed with one REMOVE; \
+         `kevent safe API`, `kevent::Queue` with one `Registration<TcpStream>` per \
+         connection (`add_all` per wait; dropping a registration is one REMOVE). Listen \
+         backlog 65535, capped by `net.core.somaxconn` = {}.\n\n",
         match (server_cpu, client_cpu) {
             (Some(s), Some(c)) =>
                 format!(" pinned to CPU {s}, the load generator (a child process) to CPU {c}"),
@@ -432,14 +440,16 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
 fn flavour_name(f: Flavour) -> String {
     match f {
         Flavour::Epoll => "epoll".into(),
-        Flavour::Kevent(b) => format!("kevent ({})", b.kind().as_str()),
+        Flavour::Kevent(b) => format!("kevent raw ({})", b.kind().as_str()),
+        Flavour::Safe(b) => format!("kevent safe API ({})", b.kind().as_str()),
     }
 }
 
 fn flavour_key(f: Flavour) -> String {
     match f {
         Flavour::Epoll => "epoll".into(),
-        Flavour::Kevent(b) => format!("kevent_{}", b.kind().as_str()),
+        Flavour::Kevent(b) => format!("kevent_raw_{}", b.kind().as_str()),
+        Flavour::Safe(b) => format!("kevent_safe_api_{}", b.kind().as_str()),
     }
 }
 

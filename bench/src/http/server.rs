@@ -1,32 +1,39 @@
-//! The two single-threaded HTTP/1.1 servers: one on raw epoll, one on a kevent queue. Both
-//! share the connection logic ([`Conn`]): read what is there, answer every complete request
+//! The single-threaded HTTP/1.1 servers: one on raw epoll, one on a kevent queue driven
+//! through the raw ABI calls, one on the safe `kevent` API. All share the connection logic
+//! ([`Conn`]): read what is there, answer every complete request
 //! with a static `200 OK`, keep the connection open (HTTP/1.1 default, or HTTP/1.0 with
 //! `Connection: keep-alive`) or close it after the response (HTTP/1.0 default, or
 //! `Connection: close`).
 //!
-//! Both are level-triggered, accept until `EAGAIN`, read once per readiness, and answer with
-//! one `write`. They differ only in the event mechanism:
+//! All are level-triggered, accept with `accept4` until `EAGAIN`, read once per readiness,
+//! and answer with one `write`. They differ only in the event mechanism:
 //!
 //! * epoll: `EPOLL_CTL_ADD` per accepted socket, `close` to unregister;
-//! * kevent: the accepted sockets of one wait are registered with one `kevent_ctl(ADD)`
+//! * kevent (raw): the accepted sockets of one wait are registered with one `kevent_ctl(ADD)`
 //!   (with `KEVENT_REQ_ALWAYS_QUEUE`, so a socket that already has its request is registered
 //!   and queued rather than returned from ADD), and the sockets closed in one wait are
 //!   unregistered with one `kevent_ctl(REMOVE)` before they are closed (a close without
-//!   REMOVE would leave the registration for D10 to clean up).
+//!   REMOVE would leave the registration for D10 to clean up);
+//! * kevent (safe API): `Queue::add_all` registers the sockets accepted in one wait (one
+//!   `kevent_ctl(ADD)`); each connection is a `Registration<TcpStream>` that owns the socket,
+//!   and closing one drops it: REMOVE, then close (one `kevent_ctl` per connection closed).
 //!
 //! # Safety
 //!
 //! `accept4`, `read`, `write` and `close` are called on fds this module owns (the listener's
 //! fd is borrowed from the `TcpListener` for the whole run; accepted fds are closed exactly
-//! once, when their `Conn` is dropped from the table), with pointers to buffers that live
-//! across each call.
+//! once, when their owning `Conn` is dropped from the table, or owned by a `TcpStream` inside
+//! a registration whose `Conn` outlives no longer than it), with pointers to buffers that
+//! live across each call.
 #![allow(unsafe_code)]
 
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use kevent::backend::RawBackend;
+use kevent::{Added, Events, Queue, Registration, ReqFlags, Socket, SocketEvents};
 use kevent_sys::{
     KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_CTL_REMOVE, KEVENT_REQ_ALWAYS_QUEUE,
     KEVENT_RET_BROKEN, KEVENT_SOCKET, KEVENT_SOCKET_ACCEPT, KEVENT_SOCKET_RECV, KEVENT_SOCKET_SEND,
@@ -78,6 +85,8 @@ pub enum Next {
 #[derive(Debug)]
 pub struct Conn {
     fd: RawFd,
+    /// Closes `fd` when dropped (false: a `TcpStream` elsewhere owns it).
+    owned: bool,
     input: Vec<u8>,
     output: Vec<u8>,
     sent: usize,
@@ -86,8 +95,10 @@ pub struct Conn {
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        // SAFETY: `fd` was returned by accept4 to this Conn, which is its only owner.
-        unsafe { libc::close(self.fd) };
+        if self.owned {
+            // SAFETY: `fd` was returned by accept4 to this Conn, which is its only owner.
+            unsafe { libc::close(self.fd) };
+        }
     }
 }
 
@@ -115,9 +126,10 @@ pub fn keep_alive(head: &[u8]) -> bool {
 }
 
 impl Conn {
-    fn new(fd: RawFd) -> Conn {
+    fn new(fd: RawFd, owned: bool) -> Conn {
         Conn {
             fd,
+            owned,
             input: Vec::with_capacity(1024),
             output: Vec::new(),
             sent: 0,
@@ -219,7 +231,7 @@ impl Conns {
         if self.0.len() <= i {
             self.0.resize_with(i + 1, || None);
         }
-        self.0[i] = Some(Conn::new(fd));
+        self.0[i] = Some(Conn::new(fd, true));
     }
 
     fn get(&mut self, fd: RawFd) -> Option<&mut Conn> {
@@ -239,8 +251,10 @@ impl Conns {
 pub enum Flavour {
     /// Raw epoll.
     Epoll,
-    /// A kevent queue on this backend.
+    /// A kevent queue on this backend, through the raw ABI calls.
     Kevent(RawBackend),
+    /// A kevent queue on this backend, through the safe API (`kevent::Queue`).
+    Safe(RawBackend),
 }
 
 /// Serves on `listener` until `stop` is set (checked at least every 50 ms).
@@ -251,6 +265,7 @@ pub fn serve(flavour: Flavour, listener: &TcpListener, stop: &AtomicBool) -> Ser
     match flavour {
         Flavour::Epoll => serve_epoll(listener.as_raw_fd(), stop),
         Flavour::Kevent(b) => serve_kevent(b, listener.as_raw_fd(), stop),
+        Flavour::Safe(b) => serve_safe(b, listener, stop),
     }
 }
 
@@ -386,6 +401,94 @@ fn serve_kevent(backend: RawBackend, lfd: RawFd, stop: &AtomicBool) -> ServerSta
     st
 }
 
+/// The safe-API server: connections are `Registration<TcpStream>`s, indexed by fd.
+fn serve_safe(backend: RawBackend, listener: &TcpListener, stop: &AtomicBool) -> ServerStats {
+    let responses = responses();
+    let q = Queue::builder()
+        .backend(backend)
+        .build()
+        .expect("kevent queue");
+    let mut st = ServerStats::default();
+    const LISTENER: u64 = u64::MAX;
+    let _listening = q
+        .add(
+            Socket::new(listener, SocketEvents::ACCEPT)
+                .flags(ReqFlags::ALWAYS_QUEUE)
+                .cookie(LISTENER),
+        )
+        .expect("ADD listener")
+        .registration()
+        .expect("listener registered");
+    let lfd = listener.as_raw_fd();
+    let mut conns: Vec<Option<(Registration<TcpStream>, Conn)>> = Vec::new();
+    let mut events = Events::with_capacity(EVENTS);
+    let mut accepted: Vec<TcpStream> = vec![];
+    let timeout = Duration::from_millis(50);
+    while !stop.load(Ordering::Relaxed) {
+        let _ = q.get_events(&mut events, 1, timeout);
+        st.waits += 1;
+        for ev in &events {
+            if ev.cookie() == LISTENER {
+                accept_all(lfd, |c| {
+                    if let Ok(fd) = os::owned(c) {
+                        accepted.push(TcpStream::from(fd));
+                    }
+                });
+                continue;
+            }
+            let fd = ev.cookie() as usize;
+            let Some(Some((reg, conn))) = conns.get_mut(fd) else {
+                continue;
+            };
+            let was_writing = !conn.output.is_empty();
+            let next = if ev.is_broken() {
+                Next::Close
+            } else if was_writing {
+                conn.flush()
+            } else {
+                conn.on_readable(&responses, &mut st.requests)
+            };
+            let interest = match next {
+                Next::Close => {
+                    st.ctls += 1;
+                    conns[fd] = None; // REMOVE, then close
+                    continue;
+                }
+                Next::Write if !was_writing => SocketEvents::SEND,
+                Next::Read if was_writing => SocketEvents::RECV,
+                _ => continue,
+            };
+            st.ctls += 1;
+            if reg.modify().events(interest).apply().is_err() {
+                conns[fd] = None;
+            }
+        }
+        if !accepted.is_empty() {
+            st.accepted += accepted.len() as u64;
+            st.ctls += 1;
+            let sources = accepted.drain(..).map(|s| {
+                let fd = s.as_raw_fd();
+                Socket::new(s, SocketEvents::RECV)
+                    .flags(ReqFlags::ALWAYS_QUEUE)
+                    .cookie(fd as u64)
+            });
+            for added in q.add_all(sources).unwrap_or_default() {
+                if let Added::Registered(reg) = added {
+                    let fd = reg.get_ref().as_raw_fd();
+                    let i = fd as usize;
+                    if conns.len() <= i {
+                        conns.resize_with(i + 1, || None);
+                    }
+                    conns[i] = Some((reg, Conn::new(fd, false)));
+                }
+                // Failed (or, impossible with ALWAYS_QUEUE, Ready): the stream handed back
+                // inside `added` is dropped, which closes it.
+            }
+        }
+    }
+    st
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,5 +543,10 @@ mod tests {
     #[test]
     fn kevent_server_answers() {
         exercise(Flavour::Kevent(RawBackend::fallback()));
+    }
+
+    #[test]
+    fn safe_api_server_answers() {
+        exercise(Flavour::Safe(RawBackend::fallback()));
     }
 }
