@@ -223,7 +223,7 @@ backend_test! {
         q.remove_ok(&[e]);
         let e = on_fd(KEVENT_POLL, a.as_raw_fd(), mask, KEVENT_REQ_ALWAYS_QUEUE);
         q.add_ok(&[e]);
-        let revents = poll_now(a.as_raw_fd(), (libc::POLLIN | libc::POLLOUT | libc::POLLPRI) as i16) as u32;
+        let revents = poll_now(a.as_raw_fd(), libc::POLLIN | libc::POLLOUT | libc::POLLPRI) as u16 as u32;
         q.expect(&ZERO, &[Want::of(&e).data0(revents & mask)]);
         assert_eq!(revents & mask, KEVENT_POLL_POLLIN | KEVENT_POLL_POLLOUT);
     }
