@@ -286,6 +286,19 @@ backend_test! {
         assert_ne!(poll_now(q.fd, libc::POLLIN) & libc::POLLIN, 0, "after READY(0)");
     }
 
+    /// POLLIN only *while* events are ready: once the only ready kevent is removed (and it
+    /// is never delivered afterwards), the queue fd is not readable.
+    #[ignore = "engine bug: a removed ready kevent's token stays in the ready list, keeping the wake eventfd (and so the queue fd) readable until the next wait"]
+    fn s4_queue_fd_not_readable_after_the_ready_kevent_is_removed(b) {
+        let q = Queue::new(b);
+        q.add_ok(&[user(1, 0)]);
+        q.ready_ids(&[1]);
+        assert_ne!(poll_now(q.fd, libc::POLLIN) & libc::POLLIN, 0);
+        q.remove_ok(&[user(1, 0)]);
+        assert_eq!(poll_now(q.fd, libc::POLLIN) & libc::POLLIN, 0, "readable with nothing ready");
+        q.expect_no_events();
+    }
+
     /// The queue fd nests in epoll: EPOLLIN when a kevent becomes ready.
     fn s4_queue_fd_nests_in_epoll(b) {
         let q = Queue::new(b);
