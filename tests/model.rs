@@ -18,7 +18,8 @@
 //! uncommitted events (D12).
 //!
 //! `KEVENT_MODEL_CASES` (default 5000 per test) and `KEVENT_MODEL_SEED` (default a fixed
-//! base; `random` for a time-based one) size and seed a run.
+//! base; `random` for a time-based one) size and seed a run; `KEVENT_MODEL_REPLAY=<seed>`
+//! replays the one case a failure printed.
 
 mod common;
 
@@ -812,11 +813,16 @@ fn base_seed() -> u64 {
 /// sequence and its seed.
 fn explore(b: RawBackend, test: &str, with_ring: bool) {
     let base = base_seed() ^ if with_ring { 0x1111 } else { 0x2222 };
-    let n_cases = cases();
+    // KEVENT_MODEL_REPLAY=<seed>: replay the one case a failure printed.
+    let replay: Option<u64> = std::env::var("KEVENT_MODEL_REPLAY").ok().map(|v| {
+        let v = v.trim_start_matches("0x");
+        u64::from_str_radix(v, 16).expect("KEVENT_MODEL_REPLAY: the hex seed a failure printed")
+    });
+    let n_cases = if replay.is_some() { 1 } else { cases() };
     let start = Instant::now();
     let mut ops_total = 0usize;
     for case in 0..n_cases {
-        let seed = base.wrapping_add(case);
+        let seed = replay.unwrap_or(base.wrapping_add(case));
         let mut r = Rng::new(seed);
         let ring = with_ring.then(|| [2, 3, 4, 5, 8, 16][r.below(6) as usize]);
         let len = 1 + r.below(60) as usize;
