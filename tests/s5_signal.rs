@@ -8,6 +8,7 @@
 //! Signal dispositions belong to the process: every test runs in a child process.
 #![allow(unsafe_code)]
 
+#[macro_use]
 mod common;
 
 use std::ffi::c_int;
@@ -187,7 +188,7 @@ isolated_test! {
 
     /// Section 4: closing the queue fd releases every kevent: a closed queue's NOMASK
     /// kevent no longer swallows the signal, the program's handler runs again.
-    #[ignore = "engine bug: closing a queue fd does not release its SIGNAL kevents until a later call or kevent_init notices; a NOMASK kevent of a closed queue keeps swallowing the signal"]
+    #[ignore = "fallback limitation P17 (docs/decisions.md): a queue closed with close() releases its SIGNAL kevents only when the engine notices the close (next call on that number, or a later kevent_init); until then a NOMASK kevent keeps swallowing the signal"]
     fn s4_close_releases_signal_kevents(b) {
         install_handler(libc::SIGUSR1);
         let mut q = Queue::new(b);

@@ -27,7 +27,7 @@ pub(super) struct Absorbed {
 impl State {
     /// Moves queued kevents into the sink, oldest first.
     pub(super) fn take_ready(&mut self, call: u32, sink: &mut Sink<'_>, ctx: Ctx) {
-        if self.ready.is_empty() && self.orphans.is_empty() {
+        if self.queued == 0 && self.orphans.is_empty() {
             return;
         }
         while sink.room(self.ring.as_ref()) > 0 {
@@ -47,6 +47,7 @@ impl State {
             if let Some(kev) = self.reg.get_mut(slot) {
                 kev.queued = false;
             }
+            self.dequeued();
             self.deliver(slot, None, call, sink, ctx);
         }
     }

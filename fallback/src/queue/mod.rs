@@ -77,6 +77,9 @@ struct State {
     /// Tokens of queued kevents, oldest first (a token, so that a kevent removed and its slot
     /// reused meanwhile is recognised and skipped).
     ready: VecDeque<u64>,
+    /// How many tokens in `ready` belong to live, queued kevents (the rest are stale: their
+    /// kevent was removed). The queue fd is readable only while this is not zero.
+    queued: usize,
     /// Events of kevents already unregistered that still owe one report (**D10**).
     orphans: VecDeque<ukevent>,
     ring: Option<Ring>,
@@ -137,6 +140,7 @@ impl Queue {
             state: Mutex::new(State {
                 reg: Registry::new(nonce),
                 ready: VecDeque::new(),
+                queued: 0,
                 orphans: VecDeque::new(),
                 ring,
                 timers: TimerHeap::new(),
@@ -214,6 +218,7 @@ impl Queue {
             st.unregister(slot, ctx, true);
         }
         st.ready.clear();
+        st.queued = 0;
     }
 
     fn next_call(&self) -> u32 {
@@ -418,10 +423,8 @@ impl Queue {
 impl State {
     /// Makes the wake eventfd readable exactly while something waits to be taken.
     fn sync_wake(&mut self, ctx: Ctx) {
-        let want = !self.ready.is_empty()
-            || !self.orphans.is_empty()
-            || self.wake_acks > 0
-            || self.wake_token;
+        let want =
+            self.queued > 0 || !self.orphans.is_empty() || self.wake_acks > 0 || self.wake_token;
         if want != self.wake_signaled {
             if want {
                 sys::eventfd_signal(ctx.wake);
@@ -451,7 +454,17 @@ impl State {
         };
         if !kev.queued {
             kev.queued = true;
+            self.queued += 1;
             self.ready.push_back(token::make(generation, slot));
+        }
+    }
+
+    /// A queued kevent left the ready list (taken, or unregistered).
+    fn dequeued(&mut self) {
+        self.queued -= 1;
+        if self.queued == 0 {
+            // Only stale tokens are left.
+            self.ready.clear();
         }
     }
 }

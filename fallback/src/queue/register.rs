@@ -201,6 +201,9 @@ impl State {
         let Some(kev) = self.reg.remove(slot) else {
             return;
         };
+        if kev.queued {
+            self.dequeued();
+        }
         match kev.source {
             Source::Fd { fd, .. } if !stale => {
                 // Errors mean the fd is closed or names another file now: either way the

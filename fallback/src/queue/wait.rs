@@ -214,7 +214,7 @@ impl Queue {
                 st.take_ready(call, sink, ctx);
                 break Ok(());
             }
-            if !more && sink.count() >= want && st.ready.is_empty() && st.orphans.is_empty() {
+            if !more && sink.count() >= want && st.queued == 0 && st.orphans.is_empty() {
                 // The common case: one harvest found enough, nothing else is queued.
                 break Ok(());
             }
