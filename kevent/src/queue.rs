@@ -5,7 +5,9 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use kevent_sys::{Errno, KEVENT_CTL_ADD, KEVENT_CTL_READY, KEVENT_RET_BROKEN, ukevent};
+use kevent_sys::{
+    Errno, KEVENT_CTL_ADD, KEVENT_CTL_READY, KEVENT_CTL_REMOVE, KEVENT_RET_BROKEN, ukevent,
+};
 
 use crate::backend::{self, RawBackend};
 use crate::detect::Backend;
@@ -73,6 +75,27 @@ impl Inner {
         self.backend
             .ctl(self.fd.as_raw_fd(), cmd, entries)
             .map_err(|e| Error::os(op, e))
+    }
+}
+
+impl Drop for Inner {
+    /// Removes the queue's SIGNAL kevents before the fd closes. A kevent kernel releases
+    /// everything at the close itself, but the fallback engine cannot see a `close()` and
+    /// would keep the signal routed (and a NOMASK signal swallowed) until it notices
+    /// (decision P17 in `docs/decisions.md`).
+    fn drop(&mut self) {
+        let keys = self.keys.get_mut().unwrap_or_else(|p| p.into_inner());
+        let mut signals: Vec<ukevent> = keys
+            .owner
+            .keys()
+            .filter(|k| k.type_() == kevent_sys::KEVENT_SIGNAL)
+            .map(|k| k.to_ukevent())
+            .collect();
+        if !signals.is_empty() {
+            let _ = self
+                .backend
+                .ctl(self.fd.as_raw_fd(), KEVENT_CTL_REMOVE, &mut signals);
+        }
     }
 }
 
