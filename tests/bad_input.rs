@@ -7,6 +7,7 @@
 //! `RawBackend`'s slices; the C library's tests (`tests/c_*.rs`) cover them.
 #![allow(unsafe_code)]
 
+#[macro_use]
 mod common;
 
 use std::os::fd::{AsRawFd, OwnedFd};

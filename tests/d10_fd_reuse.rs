@@ -7,6 +7,7 @@
 //! (no other test may be opening fds meanwhile).
 #![allow(unsafe_code)]
 
+#[macro_use]
 mod common;
 
 use std::os::fd::{AsRawFd, OwnedFd};

@@ -7,6 +7,7 @@
 //! grandchild reports through its exit code only.
 #![allow(unsafe_code)]
 
+#[macro_use]
 mod common;
 
 use std::ffi::c_int;

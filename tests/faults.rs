@@ -11,6 +11,7 @@
 //! Fork in a threaded program is `d11_fork.rs`; fd reuse is `d10_fd_reuse.rs`.
 #![allow(unsafe_code)]
 
+#[macro_use]
 mod common;
 
 use std::ffi::c_int;

@@ -1,6 +1,7 @@
 //! Spec section 3, `kevent_ctl`: ADD's write-back, per-entry failures (D2), REMOVE and
 //! MODIFY by `(type, id)` (D3), READY with and without entries, unknown commands.
 
+#[macro_use]
 mod common;
 
 use std::os::fd::AsRawFd;

@@ -4,6 +4,7 @@
 //! and "not too late" only on the best of several runs, with a margin.
 #![allow(unsafe_code)]
 
+#[macro_use]
 mod common;
 
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! Spec section 3, `kevent_init`: the queue fd, the ring/num rule, and D1 for its flags.
 #![allow(unsafe_code)]
 
+#[macro_use]
 mod common;
 
 use common::*;

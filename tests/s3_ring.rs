@@ -3,6 +3,7 @@
 //! D12 (one slot always free) and D13 (the commit rule: wrap, `ring_over`, `EOVERFLOW`,
 //! stale commits, several committing threads).
 
+#[macro_use]
 mod common;
 
 use std::collections::BTreeSet;

@@ -5,6 +5,7 @@
 //! build; the batch-of-one variant moves 100,000 in debug builds (1,000,000 with
 //! `--release`). Each run prints its figures.
 
+#[macro_use]
 mod common;
 
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! Spec section 5, INODE (`raw[0]` = a directory fd; CREATE and REMOVE of its entries) and
 //! UNOTIFY (any id, any event; ready only when named by READY or added with REQ_READY).
 
+#[macro_use]
 mod common;
 
 use std::os::fd::AsRawFd;

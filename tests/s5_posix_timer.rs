@@ -4,6 +4,7 @@
 //! coalesced and counted (D8).
 #![allow(unsafe_code)]
 
+#[macro_use]
 mod common;
 
 use std::os::fd::AsRawFd;

@@ -3,6 +3,7 @@
 //! pollable fd; `ret_data[0]` = revents & event).
 #![allow(unsafe_code)]
 
+#[macro_use]
 mod common;
 
 use std::io::Write as _;

@@ -3,6 +3,7 @@
 //! (low 32 bits) at the expiry; D8: `ret_data[1]` = expirations since the last delivery,
 //! expiries that pile up are coalesced into one event.
 
+#[macro_use]
 mod common;
 
 use std::time::{Duration, Instant};

@@ -6,6 +6,7 @@
 //!
 //! The process's choice is made once, so each `KEVENT_BACKEND` value is tried in a child.
 
+#[macro_use]
 mod common;
 
 use std::path::Path;
@@ -21,7 +22,8 @@ fn kevent_kernel() -> bool {
 
 /// Runs `body` in a child process with `KEVENT_BACKEND=value`.
 fn with_backend_env(name: &str, value: &str, body: fn()) {
-    if std::env::var(ROLE_ENV).as_deref() == Ok(name) {
+    let name = &test_path(module_path!(), name);
+    if std::env::var(ROLE_ENV).as_deref() == Ok(name.as_str()) {
         body();
         println!("\nCHILD-OK");
         return;

@@ -1,5 +1,9 @@
 //! The conformance suite's shared harness (STYLE.md 6.6).
 //!
+//! The macros are plain `macro_rules!` (not exported): each test file says
+//! `#[macro_use] mod common;`, so the same files also compile as modules of the combined
+//! `conformance` test binary.
+//!
 //! * **Generic runner.** A test body is written once as `fn(b: RawBackend)` and run against
 //!   every backend this machine has: the fallback always, native when
 //!   [`RawBackend::native`] is `Ok` (otherwise the reason is printed; a missing kevent kernel
@@ -13,7 +17,7 @@
 //!   or duplicate event fails the test (the spec forbids duplicates).
 //! * **Bounded time.** [`bounded`] runs a closure on a thread and fails the test if it does
 //!   not finish in time; child processes are killed after a deadline.
-#![allow(dead_code, unused_imports, unsafe_code)]
+#![allow(dead_code, unused_imports, unused_macros, unsafe_code)]
 
 use std::ffi::c_int;
 use std::io::Write as _;
@@ -72,38 +76,45 @@ pub fn for_each_backend(test: &str, body: fn(RawBackend)) {
 ///     fn s4_oneshot_delivered_once(b) { ... }
 /// }
 /// ```
-#[macro_export]
 macro_rules! backend_test {
     ($($(#[$m:meta])* fn $name:ident($b:ident) $body:block)*) => {$(
         $(#[$m])*
         #[test]
         fn $name() {
-            fn body($b: $crate::common::RawBackend) $body
-            $crate::common::for_each_backend(stringify!($name), body);
+            fn body($b: common::RawBackend) $body
+            common::for_each_backend(stringify!($name), body);
         }
     )*};
 }
 
 /// Declares a test whose body runs in a child process, once per backend (the body may
 /// change process-wide state: signals, rlimits, fork, fd numbers).
-#[macro_export]
 macro_rules! isolated_test {
     ($($(#[$m:meta])* fn $name:ident($b:ident) $body:block)*) => {$(
         $(#[$m])*
         #[test]
         fn $name() {
-            fn body($b: $crate::common::RawBackend) $body
-            $crate::common::isolated(stringify!($name), body);
+            fn body($b: common::RawBackend) $body
+            common::isolated(&common::test_path(module_path!(), stringify!($name)), body);
         }
     )*};
 }
 
+/// The name libtest gives test `name` declared in module `module` (`module_path!()`): the
+/// module path without the crate name. In a per-file test binary that is just `name`; in
+/// the combined `conformance` binary it is `s5_signal::name`.
+pub fn test_path(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_crate, rest)) => format!("{rest}::{name}"),
+        None => name.to_owned(),
+    }
+}
+
 /// Skips the rest of the test when an optional tool is missing.
-#[macro_export]
 macro_rules! require {
     ($cond:expr, $($why:tt)+) => {
         if !$cond {
-            $crate::common::skip(module_path!(), &format!($($why)+));
+            common::skip(module_path!(), &format!($($why)+));
             return;
         }
     };
