@@ -22,7 +22,7 @@
 //!   `RET_COPY_FAILED`; every commit does what an independent implementation of D13 says
 //!   (released count, `EOVERFLOW`, `EINVAL`, stale commits);
 //! * time: every wait's timeout is at most 2 ms (an `O_NONBLOCK` queue fd may get up to
-//!   1 s, which it must ignore); a call that takes 1 s longer than its timeout is a failure;
+//!   5 s, which it must ignore); a call that takes 2 s longer than its timeout is a failure;
 //! * fds: after each input the harness closes what it opened and the fd count is exactly
 //!   what it was before the input.
 #![allow(unsafe_code)]
@@ -60,7 +60,7 @@ const MAX_TIMERS: usize = 4;
 /// The longest timeout a wait may get (2 ms).
 const WAIT_CAP_NS: u64 = 2_000_000;
 /// What a call may take beyond its timeout before it counts as hanging.
-const SLACK: Duration = Duration::from_secs(1);
+const SLACK: Duration = Duration::from_secs(2);
 /// At most this many events come back from one fallback `get_events` (docs/c-api.md).
 const MAX_OUT: u32 = 4096;
 const UKEVENT: usize = 40;
@@ -155,10 +155,10 @@ impl Stats {
             self.released.load(Relaxed),
             self.max_call_us.load(Relaxed),
         ) + &format!(
-            "; known issues seen: F1 TimerTwicePerWait {}, F2 TimerCreateOnClosedQueue {}, \
+            "; known issues seen: F1 OccurrenceTwicePerWait {}, F2 TimerCreateOnClosedQueue {}, \
              F3 WaitClosedQueueEinval {}, F4 StaleQueueOnReusedEpoll {}, \
              F5 AddInternalFdBreaksQueue {}, F6 CtlHugeNumAllocates {}",
-            KNOWN[Known::TimerTwicePerWait as usize].load(Relaxed),
+            KNOWN[Known::OccurrenceTwicePerWait as usize].load(Relaxed),
             KNOWN[Known::TimerCreateOnClosedQueue as usize].load(Relaxed),
             KNOWN[Known::WaitClosedQueueEinval as usize].load(Relaxed),
             KNOWN[Known::StaleQueueOnReusedEpoll as usize].load(Relaxed),
@@ -174,9 +174,11 @@ impl Stats {
 /// again (use it to check a fix). docs/testing-sanitizers.md describes each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Known {
-    /// F1: a TIMER with an interval shorter than the wait is delivered more than once by one
-    /// `kevent_get_events`/`kevent_wait` (spec section 4: at most once per wait; D8).
-    TimerTwicePerWait = 0,
+    /// F1: an occurrence kevent is delivered more than once by one `kevent_get_events`/
+    /// `kevent_wait` (spec section 4: at most once per wait; occurrences coalesce, D8): a
+    /// TIMER whose interval is shorter than the wait, or a SIGNAL queued by `REQ_READY` (or a
+    /// READY mark) whose signal also arrived.
+    OccurrenceTwicePerWait = 0,
     /// F2: `kevent_timer_create` on the number of a closed queue (closed, or now another
     /// file) succeeds instead of failing with `EBADF`/`EINVAL`, as long as no other call
     /// touched that number since the close.
@@ -912,7 +914,7 @@ impl Harness {
                 if nonblock && !abs {
                     // An O_NONBLOCK queue fd never blocks (spec section 3): a long timeout
                     // must not be waited for.
-                    (ts(1, 0), 0, false)
+                    (ts(5, 0), 0, false)
                 } else {
                     (ts(0, 0), 0, false)
                 }
@@ -1382,7 +1384,7 @@ impl Harness {
                         .map(|o| format!("{o:?}"))
                         .collect();
                     self.known(
-                        Known::TimerTwicePerWait,
+                        Known::OccurrenceTwicePerWait,
                         format_args!(
                             "{what} delivered (type {}, id {:#x}) twice in one wait: {}",
                             k.0,
@@ -1415,7 +1417,7 @@ impl Harness {
         };
         let mut x = Expect::default();
         let target = self.expect_target(fd, &mut x);
-        let nonblock = is_nonblock(fd);
+        let nonblock = matches!(target, Target::Queue(_)) && is_nonblock(fd);
         let (ts, flags, budget, bad_ts, bad_flags) = self.gen_timeout(s, nonblock);
         if bad_ts || bad_flags {
             x.must(libc::EINVAL);
@@ -1550,7 +1552,7 @@ impl Harness {
             6 => (uidx + 1 + s.below(n.max(2) - 1)) % n.max(1),
             _ => s.u32(),
         };
-        let nonblock = is_nonblock(fd);
+        let nonblock = matches!(target, Target::Queue(_)) && is_nonblock(fd);
         let (ts, flags, mut budget, bad_ts, bad_flags) = self.gen_timeout(s, nonblock);
         if bad_ts || bad_flags {
             x.must(libc::EINVAL);
