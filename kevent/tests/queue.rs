@@ -1,0 +1,175 @@
+//! `Queue` and `Builder`: backends, non-blocking, pollable fd, timeouts, `get_events`.
+
+mod util;
+
+use std::os::fd::{AsFd, AsRawFd};
+use std::time::{Duration, Instant, SystemTime};
+
+use kevent::backend::RawBackend;
+use kevent::{Backend, Events, Key, Op, Queue, Timeout, User};
+use util::{ExpectEvent, expect_events};
+
+fn poll_in(q: &Queue) -> bool {
+    let mut p = libc::pollfd {
+        fd: q.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll reads and writes one pollfd, a local.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n == 1 && p.revents & libc::POLLIN != 0
+}
+
+#[test]
+fn s6_backend_is_the_process_choice_or_the_override() {
+    let q = Queue::new().unwrap();
+    assert_eq!(q.backend(), Backend::current().unwrap());
+    let f = Queue::builder()
+        .backend(RawBackend::fallback())
+        .build()
+        .unwrap();
+    assert_eq!(f.backend(), Backend::Fallback);
+    assert_eq!(Backend::Fallback.to_string(), "fallback");
+    if q.backend() == Backend::Fallback {
+        assert!(
+            Backend::native_unavailable().is_some(),
+            "fallback always says why"
+        );
+    }
+}
+
+#[test]
+fn queue_is_send_sync_and_owns_its_fd() {
+    fn check<T: Send + Sync + AsFd + AsRawFd>() {}
+    check::<Queue>();
+    let q = Queue::new().unwrap();
+    let raw = q.as_raw_fd();
+    // SAFETY: fcntl(F_GETFD) reads the fd's flags only.
+    assert!(unsafe { libc::fcntl(raw, libc::F_GETFD) } & libc::FD_CLOEXEC != 0);
+    drop(q);
+    // SAFETY: as above; the number is closed now.
+    assert_eq!(
+        unsafe { libc::fcntl(raw, libc::F_GETFD) },
+        -1,
+        "drop closes the fd"
+    );
+}
+
+#[test]
+fn s3_nonblocking_queue_never_blocks() {
+    let q = Queue::builder().nonblocking(true).build().unwrap();
+    let mut events = Events::with_capacity(4);
+    let t = Instant::now();
+    assert_eq!(q.get_events(&mut events, 1, Timeout::FOREVER).unwrap(), 0);
+    assert!(t.elapsed() < Duration::from_secs(1));
+    q.set_nonblocking(false).unwrap();
+    assert_eq!(
+        q.get_events(&mut events, 1, Duration::from_millis(20))
+            .unwrap(),
+        0
+    );
+}
+
+#[test]
+fn s4_queue_fd_is_readable_while_events_are_ready() {
+    let q = Queue::new().unwrap();
+    let _u = q.add(User::new(1)).unwrap().registration().unwrap();
+    assert!(!poll_in(&q));
+    q.ready(&[Key::user(1)]).unwrap();
+    assert!(poll_in(&q));
+    expect_events(&q, vec![ExpectEvent::key(Key::user(1))]);
+    assert!(!poll_in(&q));
+    q.wake().unwrap();
+    assert!(poll_in(&q), "readable after a wake-up");
+}
+
+#[test]
+fn d4_get_events_waits_for_min() {
+    let q = Queue::new().unwrap();
+    let regs: Vec<_> = (0..3)
+        .map(|i| q.add(User::new(i)).unwrap().registration().unwrap())
+        .collect();
+    let mut events = Events::with_capacity(8);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..3 {
+                std::thread::sleep(Duration::from_millis(15));
+                q.ready(&[Key::user(i)]).unwrap();
+            }
+        });
+        let mut total = q
+            .get_events(&mut events, 3, Duration::from_secs(5))
+            .unwrap();
+        // A backend may return early with fewer only on timeout; then collect the rest.
+        while total < 3 {
+            total += q
+                .get_events(&mut events, 1, Duration::from_secs(5))
+                .unwrap();
+        }
+        assert_eq!(total, 3);
+    });
+    drop(regs);
+}
+
+#[test]
+fn s3_timeouts_relative_absolute_and_now() {
+    let q = Queue::new().unwrap();
+    let mut events = Events::with_capacity(4);
+    let t = Instant::now();
+    assert_eq!(q.get_events(&mut events, 1, Timeout::NOW).unwrap(), 0);
+    let d = Duration::from_millis(30);
+    let t = {
+        let _ = t;
+        Instant::now()
+    };
+    assert_eq!(q.get_events(&mut events, 1, d).unwrap(), 0);
+    assert!(t.elapsed() >= d, "relative timeout returned early");
+    let t = Instant::now();
+    let at = SystemTime::now() + d;
+    assert_eq!(q.get_events(&mut events, 1, Timeout::at(at)).unwrap(), 0);
+    assert!(SystemTime::now() >= at, "absolute timeout returned early");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    // A past absolute time does not block.
+    let past = SystemTime::now() - Duration::from_secs(60);
+    assert_eq!(q.get_events(&mut events, 1, past).unwrap(), 0);
+    // Sub-millisecond: waits, not "do not block".
+    assert_eq!(
+        q.get_events(&mut events, 1, Duration::from_micros(300))
+            .unwrap(),
+        0
+    );
+}
+
+#[test]
+fn ring_size_is_checked_and_consumers_are_exclusive() {
+    for bad in [0, 1, kevent::MAX_RING_SIZE + 1, u32::MAX] {
+        let e = Queue::builder().ring_size(bad).build().unwrap_err();
+        assert_eq!(
+            (e.op(), e.raw_os_error()),
+            (Op::Init, Some(libc::EINVAL)),
+            "{bad}"
+        );
+    }
+    let q = Queue::builder().ring_size(2).build().unwrap();
+    assert_eq!(q.ring_size(), Some(2));
+    let r = q.ring().unwrap();
+    let e = q.shared_ring().unwrap_err();
+    assert_eq!(
+        (e.op(), e.raw_os_error()),
+        (Op::RingConsumer, Some(libc::EBUSY))
+    );
+    drop(r);
+    drop(q.shared_ring().unwrap());
+    let no_ring = Queue::new().unwrap();
+    let e = no_ring.ring().unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+}
+
+#[test]
+fn registrations_may_outlive_the_queue() {
+    let q = Queue::new().unwrap();
+    let reg = q.add(User::new(1)).unwrap().registration().unwrap();
+    drop(q);
+    assert!(!reg.ready().unwrap());
+    assert!(reg.remove().is_ok());
+}
