@@ -107,7 +107,7 @@ pub enum Error {
     /// No backend can serve (`KEVENT_BACKEND=native` on a kernel without kevent, or an invalid
     /// `KEVENT_BACKEND`). The source is an `io::Error` of kind `Unsupported` whose inner
     /// error is the [`BackendError`](crate::backend::BackendError);
-    /// [`Error::unavailable`] gives the reason.
+    /// [`Error::unavailable_reason`] gives the reason.
     #[error("{op}: {source}")]
     Unavailable {
         /// The failing operation.

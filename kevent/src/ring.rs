@@ -248,6 +248,13 @@ fn produced_after(ring: &RingMem, pos: u64) -> u32 {
 /// assert_eq!(ids, [1]); // the snapshot was dropped by `map`'s end: committed
 /// # Ok(()) }
 /// ```
+///
+/// It cannot be shared between threads:
+///
+/// ```compile_fail,E0277
+/// fn is_sync<T: Sync>() {}
+/// is_sync::<kevent::RingConsumer<'static>>();
+/// ```
 #[derive(Debug)]
 pub struct RingConsumer<'q> {
     queue: &'q Queue,
