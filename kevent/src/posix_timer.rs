@@ -40,6 +40,13 @@ impl Clock {
 /// no expiry is reported afterwards. It holds no borrow of the queue: if the queue is closed
 /// first, the timer simply reports nowhere.
 ///
+/// # Backends
+///
+/// Native: the kernel's `timer_create(2)` with `SIGEV_KEVENT`; [`PosixTimer::id`] is the
+/// kernel's timer id. Fallback: an emulated timer on the queue's timer heap; realtime and
+/// boottime deadlines are converted to CLOCK_MONOTONIC when the timer is armed, so a later
+/// change of the wall clock does not move an armed timer.
+///
 /// ```
 /// use std::time::Duration;
 /// use kevent::{Clock, EventKind, Events, PosixTimer, Queue, Timeout};
@@ -84,8 +91,8 @@ impl PosixTimer {
     /// `EINVAL` for a queue fd that is not a queue; `EAGAIN`/`ENOMEM` for resource limits.
     pub fn new(queue: &Queue, clock: Clock, cookie: u64) -> Result<PosixTimer> {
         let backend = queue.raw_backend();
-        // SAFETY-free zeroed sigevent: build it field by field from the libc layout.
-        let mut sev = zeroed_sigevent();
+        // The queue fd travels in the first int of `_sigev_un` (spec section 2).
+        let mut sev = crate::backend::zeroed_sigevent();
         sev.sigev_notify = SIGEV_KEVENT as libc::c_int;
         sev.sigev_notify_thread_id = queue.as_raw_fd();
         sev.sigev_value = libc::sigval {
@@ -184,9 +191,4 @@ impl Drop for PosixTimer {
     fn drop(&mut self) {
         let _ = self.backend.timer_delete(self.id);
     }
-}
-
-/// An all-zero `sigevent`.
-fn zeroed_sigevent() -> libc::sigevent {
-    crate::backend::zeroed_sigevent()
 }

@@ -14,6 +14,11 @@ use crate::flags::InodeEvents;
 /// since the last delivery; the directory itself being removed is BROKEN (`ENOENT`). An fd
 /// that is not a directory fails with `EINVAL`.
 ///
+/// # Backends
+///
+/// Fallback: one inotify watch per directory; an entry moved in counts as CREATE, one moved
+/// out as REMOVE.
+///
 /// ```
 /// use kevent::{Inode, InodeEvents, Queue, Timeout, Events, EventKind};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {

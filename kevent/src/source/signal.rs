@@ -12,6 +12,12 @@ use super::{Common, Kevent, NoFd, Source, source_common};
 /// [`EventKind::Signal`](crate::EventKind::Signal) with the number of deliveries since the
 /// last report (**D8**).
 ///
+/// # Backends
+///
+/// Native: the kernel routes the signal. Fallback: a process-wide handler is installed when
+/// the first kevent for a signal is added; a handler the program installs *afterwards*
+/// (`sigaction`) replaces it, and the queue stops hearing of that signal.
+///
 /// ```
 /// use kevent::{Queue, Signal, Timeout, Events, EventKind};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
