@@ -343,12 +343,13 @@ fn report(
     };
     let mut md = format!(
         "Nanoseconds per operation (median of {reps} samples after a warm-up, min–max in \
-         parentheses). A sample: ADD {k} fresh UNOTIFY ids, MODIFY {k} registered ids picked at \
-         random, REMOVE the {k} fresh ids, repeated to {ops_per_sample} operations of each kind; \
-         the queue holds n to n+{k} kevents. `per call` = entries per `kevent_ctl`. The last \
+         parentheses). A sample: ADD {k} UNOTIFY ids not registered (each removed at least three \
+         cycles before), MODIFY {k} and REMOVE {k} registered ids picked at random, repeated to \
+         {ops_per_sample} operations of each kind; the queue holds n to n+{k} kevents and every \
+         operation touches a random entry. `per call` = entries per `kevent_ctl`. The last \
          column is n=1e6 ÷ n=1e3 (target ≤ 3); the `colliding ÷ random` rows compare the \
          medians (target ≤ 1.2). `epoll_ctl` rows: ADD/MOD/DEL of eventfds in an epoll \
-         holding n of them (one fd per call).\n\n"
+         holding n of them (one fd per call), with the same churn.\n\n"
     );
     for (n, why) in epoll_skipped {
         let _ = writeln!(md, "* epoll_ctl at n={n}: skipped ({why})");
