@@ -88,6 +88,8 @@ pub(crate) unsafe trait Plain: Copy {}
 
 // SAFETY: integers.
 unsafe impl Plain for libc::c_int {}
+// SAFETY: an integer.
+unsafe impl Plain for u8 {}
 // SAFETY: integers, a union of integers and a raw pointer (any bits are a valid raw pointer).
 unsafe impl Plain for ukevent {}
 // SAFETY: `sigevent` is ints, a `sigval` union (int or raw pointer) and int padding.
@@ -445,6 +447,19 @@ pub(crate) fn with_events_inout<R>(
     f: impl FnOnce(&mut [ukevent]) -> Result<R, Errno>,
 ) -> Result<R, Errno> {
     let n = num as usize;
+    if n > 0 {
+        // Before allocating two arrays of `n` entries: a NULL or unmapped array is EFAULT, as
+        // the kernel would answer, not ENOMEM for a huge `num` (the ends are probed here; the
+        // copy below checks every byte).
+        if user.is_null() {
+            return Err(Errno::EFAULT);
+        }
+        let last = (user as usize)
+            .checked_add(n * std::mem::size_of::<ukevent>() - 1)
+            .ok_or(Errno::EFAULT)?;
+        read_value(user.cast::<u8>().cast_const())?;
+        read_value(last as *const u8)?;
+    }
     let mut buf = EventBuf::new(n)?;
     let mut orig_buf = EventBuf::new(n)?;
     let events = buf.read_from(user, n)?;

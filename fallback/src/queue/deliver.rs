@@ -25,10 +25,25 @@ pub(super) struct Absorbed {
 }
 
 impl State {
-    /// Moves queued kevents into the sink, oldest first.
-    pub(super) fn take_ready(&mut self, call: u32, sink: &mut Sink<'_>, ctx: Ctx) {
+    /// Whether a harvest proves that the queue fd still is this queue's epoll: a token of
+    /// an internal fd carries the queue's nonce, a kevent's token its slot's generation.
+    pub(super) fn proves_identity(&self, got: &[libc::epoll_event], ctx: Ctx) -> bool {
+        got.iter().any(|ev| {
+            let (generation, slot) = token::split(ev.u64);
+            if slot >= token::FIRST_RESERVED_SLOT {
+                generation == ctx.nonce
+            } else {
+                self.reg.generation(slot) == Some(generation)
+            }
+        })
+    }
+
+    /// Moves queued kevents into the sink, oldest first. A kevent this wait already
+    /// delivered stays queued for the next wait (each kevent at most once per wait, spec
+    /// section 4); returns whether any was left for that reason.
+    pub(super) fn take_ready(&mut self, call: u32, sink: &mut Sink<'_>, ctx: Ctx) -> bool {
         if self.queued == 0 && self.orphans.is_empty() {
-            return;
+            return false;
         }
         while sink.room(self.ring.as_ref()) > 0 {
             let Some(ev) = self.orphans.pop_front() else {
@@ -36,6 +51,7 @@ impl State {
             };
             sink.put(ev, self.ring.as_mut());
         }
+        let mut deferred: Vec<u64> = Vec::new();
         while sink.room(self.ring.as_ref()) > 0 {
             let Some(tok) = self.ready.pop_front() else {
                 break;
@@ -44,12 +60,20 @@ impl State {
             if self.reg.generation(slot) != Some(generation) {
                 continue;
             }
-            if let Some(kev) = self.reg.get_mut(slot) {
-                kev.queued = false;
+            let Some(kev) = self.reg.get_mut(slot) else {
+                continue;
+            };
+            if kev.stamp == call {
+                deferred.push(tok);
+                continue;
             }
+            kev.queued = false;
             self.dequeued();
             self.deliver(slot, None, call, sink, ctx);
         }
+        let any = !deferred.is_empty();
+        self.ready.extend(deferred);
+        any
     }
 
     /// Delivers one kevent into the sink, applying the rules. `fresh` is the readiness epoll

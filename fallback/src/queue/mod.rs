@@ -307,19 +307,26 @@ impl Queue {
         timeout: &libc::timespec,
         flags: u32,
     ) -> Result<u32, Errno> {
-        let deadline = Deadline::parse(timeout, flags)?;
-        {
+        let checked = Deadline::parse(timeout, flags).and_then(|deadline| {
             let st = self.lock();
             let ring = st.ring.as_ref().ok_or(Errno::EINVAL)?;
             if num > ring.size() {
                 return Err(Errno::EINVAL);
             }
-            if old_uidx != ring.uidx() || num == 0 {
-                drop(st);
+            Ok((deadline, old_uidx != ring.uidx() || num == 0))
+        });
+        let deadline = match checked {
+            Ok((_, true)) => {
                 self.verify()?;
                 return Ok(0);
             }
-        }
+            Ok((deadline, false)) => deadline,
+            Err(e) => {
+                // A closed queue fd is EBADF whatever the other arguments say.
+                self.verify()?;
+                return Err(e);
+            }
+        };
         let mut sink = Sink::Ring {
             limit: num as usize,
             n: 0,

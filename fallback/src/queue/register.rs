@@ -64,7 +64,9 @@ impl State {
             .insert(Kevent::new(&uk, prepared.source))
             .ok_or(Errno::ENOMEM)?;
         if let Err(err) = self.arm(slot, ctx) {
-            self.unregister(slot, ctx, false);
+            // Nothing reached epoll (an EEXIST here may be one of the queue's own internal
+            // fds): no EPOLL_CTL_DEL, which would remove that other registration.
+            self.unregister(slot, ctx, true);
             return Err(err);
         }
         if action == AddAction::RegisterQueued {
@@ -205,7 +207,7 @@ impl State {
             self.dequeued();
         }
         match kev.source {
-            Source::Fd { fd, .. } if !stale => {
+            Source::Fd { fd, .. } if !stale && !self.is_internal(fd) => {
                 // Errors mean the fd is closed or names another file now: either way the
                 // registration is gone or unreachable.
                 let _ = sys::epoll_ctl(ctx.epfd, libc::EPOLL_CTL_DEL, fd, 0, 0);
@@ -233,6 +235,16 @@ impl State {
             }
             Source::User => {}
         }
+    }
+
+    /// Whether `fd` is one of the queue's own fds (the user's fd was closed and the number
+    /// went to one of them): never DEL those.
+    fn is_internal(&self, fd: RawFd) -> bool {
+        let own =
+            |f: &Option<std::os::fd::OwnedFd>| f.as_ref().is_some_and(|f| f.as_raw_fd() == fd);
+        own(&self.timerfd)
+            || own(&self.inotify)
+            || (self.doorbell && dispatch::doorbell_fd().is_ok_and(|d| d == fd))
     }
 
     /// **D10**: whether an fd kevent's fd no longer names the file it was registered with

@@ -122,10 +122,22 @@ impl Queue {
         .saturating_add(8)
         .min(HARVEST);
         let first = sys::epoll_wait(self.epfd, &mut events[..first_cap], 0);
+        let mut proven;
+        let mut deferred;
         let mut st = self.lock();
         match first {
             Ok(got) => {
-                st.take_ready(call, sink, ctx);
+                proven = st.proves_identity(got, ctx);
+                if !proven {
+                    // Nothing in the harvest is ours: before any event (or ring write) is
+                    // handed out, make sure the number was not closed and given to another
+                    // epoll (whose events these would be; the ring may be freed memory).
+                    drop(st);
+                    self.verify()?;
+                    proven = true;
+                    st = self.lock();
+                }
+                deferred = st.take_ready(call, sink, ctx);
                 let a = st.absorb(got, call, sink, ctx, &mut parked);
                 more = got.len() == first_cap && a.fresh > 0;
                 if a.foreign {
@@ -141,7 +153,7 @@ impl Queue {
             if st.dead {
                 break Err(Errno::EBADF);
             }
-            st.take_ready(call, sink, ctx);
+            deferred |= st.take_ready(call, sink, ctx);
             let room = sink.room(st.ring.as_ref());
             if room == 0 {
                 break Ok(());
@@ -169,6 +181,12 @@ impl Queue {
                 if timeout_ns == 0 {
                     break Ok(());
                 }
+            }
+            if timeout_ns > 0 && deferred && sink.count() > 0 {
+                // Decision P18: what is ready was all delivered by this wait already (an
+                // occurrence that came again); sleeping would only wake on it again. The wait
+                // returns what it has; the next one delivers the rest.
+                break Ok(());
             }
             let sleeping = timeout_ns > 0;
             if sleeping {
@@ -228,7 +246,7 @@ impl Queue {
         st.sync_wake(ctx);
         drop(st);
         result?;
-        if sink.count() == 0 {
+        if sink.count() == 0 && !proven {
             self.verify()?;
         }
         Ok(sink.count() as u32)
