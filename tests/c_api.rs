@@ -17,12 +17,38 @@ use std::time::{Duration, Instant};
 const RUN_LIMIT: Duration = Duration::from_secs(90);
 
 fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    // target/<profile>/deps/c_api-<hash>
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("the test executable lives in target/<profile>/deps")
-        .to_path_buf()
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().expect("current_exe");
+        // target/<profile>/deps/c_api-<hash>
+        let dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("the test executable lives in target/<profile>/deps")
+            .to_path_buf();
+        ensure_c_library(&dir);
+        dir
+    })
+    .clone()
+}
+
+/// `cargo test` builds the root package only as the rlib its tests link; the C library
+/// (`libkevent_c.so`, `libkevent_c.a`) exists only after a `cargo build`. Build it here when
+/// it is missing, so that `cargo test --workspace` on a fresh clone runs these tests.
+fn ensure_c_library(profile: &Path) {
+    if profile.join("libkevent_c.so").exists() && profile.join("libkevent_c.a").exists() {
+        return;
+    }
+    let target = profile.parent().expect("target/<profile>");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["build", "-p", "kevent-c", "--lib"])
+        .current_dir(repo_dir())
+        .env("CARGO_TARGET_DIR", target);
+    if profile.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().expect("run cargo build for the C library");
+    assert!(status.success(), "cargo build -p kevent-c --lib failed");
 }
 
 fn repo_dir() -> PathBuf {
