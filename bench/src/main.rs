@@ -173,7 +173,7 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
         }),
     };
     let mut md = format!(
-        "# kevent-bench results\n\n{}* Command: `kevent-bench {cmd}{}`{}\n* Build: {} \
+        "# kevent-bench results\n\n{}* Command: `kevent-bench {cmd}{}{}`\n* Build: {} \
          (kevent-bench {})\n* Pinning: {}\n\n",
         machine.markdown(),
         if opts.quick { " --quick" } else { "" },

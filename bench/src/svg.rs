@@ -3,10 +3,10 @@
 
 use std::fmt::Write as _;
 
-const W: f64 = 800.0;
+const W: f64 = 860.0;
 const H: f64 = 420.0;
 const LEFT: f64 = 80.0;
-const RIGHT: f64 = 250.0;
+const RIGHT: f64 = 310.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 56.0;
 const COLOURS: [&str; 8] = [
