@@ -95,20 +95,6 @@ pub fn timer_create(clock: libc::clockid_t, sev: &libc::sigevent) -> Result<Time
     Ok(TimerId(id))
 }
 
-fn clock_now(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // `clock` was checked at creation; a failure leaves `ts` zero.
-    #[allow(unsafe_code)]
-    // SAFETY: `ts` is valid for writes for the duration of the call.
-    unsafe {
-        libc::clock_gettime(clock, &mut ts)
-    };
-    timer::timespec_to_ns_saturating(&ts)
-}
-
 /// `timer_settime(id, flags, new, old)`; `flags` accepts `TIMER_ABSTIME`.
 ///
 /// # Errors
@@ -134,7 +120,7 @@ pub fn timer_settime(
     } else {
         let mono = timer::monotonic_now_ns();
         Some(if flags & libc::TIMER_ABSTIME != 0 {
-            let now = clock_now(clock);
+            let now = timer::clock_now_ns(clock);
             mono.saturating_add(value.saturating_sub(now))
         } else {
             mono.saturating_add(value)

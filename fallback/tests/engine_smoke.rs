@@ -381,3 +381,99 @@ fn regression_large_buffer_with_many_level_sources_returns() {
         close(p[1]);
     }
 }
+
+#[test]
+fn p1_empty_buffer_and_min_above_max_are_einval() {
+    let q = queue();
+    let mut none: [ukevent; 0] = [];
+    assert_eq!(
+        kf::kevent_get_events(q, 0, &mut none, &NOW, 0),
+        Err(Errno::EINVAL)
+    );
+    let mut two = [ukevent::default(); 2];
+    assert_eq!(
+        kf::kevent_get_events(q, 3, &mut two, &NOW, 0),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        kf::kevent_get_events(q, 2, &mut two, &NOW, 0),
+        Ok(0),
+        "queue still usable"
+    );
+    close(q);
+}
+
+#[test]
+fn p2_wait_with_num_zero_or_a_full_ring_returns_at_once() {
+    let mut mem = vec![0u64; (8 + 40 * 4) / 8];
+    // SAFETY: `mem` outlives the queue (closed below).
+    let q = unsafe { kf::kevent_init(mem.as_mut_ptr().cast(), 4, 0) }.unwrap();
+    let mut add: Vec<ukevent> = (0..5).map(|i| user(i, KEVENT_REQ_READY)).collect();
+    assert_eq!(kf::kevent_ctl(q, KEVENT_CTL_ADD, &mut add), Ok(0));
+    assert_eq!(kf::kevent_wait(q, 0, 0, &secs(5), 0), Ok(0));
+    assert_eq!(kf::kevent_wait(q, 4, 0, &secs(5), 0), Ok(3));
+    let start = std::time::Instant::now();
+    assert_eq!(kf::kevent_wait(q, 4, 0, &secs(5), 0), Ok(0), "full ring");
+    assert!(start.elapsed() < std::time::Duration::from_secs(1));
+    close(q);
+}
+
+#[test]
+fn p3_misaligned_ring_is_einval() {
+    let mut mem = vec![0u64; 64];
+    // SAFETY: the engine rejects the pointer before using it.
+    let r = unsafe { kf::kevent_init(mem.as_mut_ptr().cast::<u8>().add(4).cast(), 4, 0) };
+    assert_eq!(r, Err(Errno::EINVAL));
+}
+
+#[test]
+fn p7_wake_with_nobody_waiting_is_not_lost() {
+    let q = queue();
+    let mut wake: [ukevent; 0] = [];
+    assert_eq!(kf::kevent_ctl(q, KEVENT_CTL_READY, &mut wake), Ok(0));
+    let mut p = libc::pollfd {
+        fd: q,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    assert_eq!(
+        unsafe { libc::poll(&mut p, 1, 0) },
+        1,
+        "queue fd readable after READY(0)"
+    );
+    let start = std::time::Instant::now();
+    let mut buf = [ukevent::default(); 4];
+    assert_eq!(kf::kevent_get_events(q, 1, &mut buf, &secs(5), 0), Ok(0));
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(1),
+        "the wake was kept"
+    );
+    p.revents = 0;
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::poll(&mut p, 1, 0) }, 0, "taken by that wait");
+    close(q);
+}
+
+#[test]
+fn p5_p8_oneshot_done_and_unotify_marks_counted() {
+    let q = queue();
+    let mut add = [user(1, 0), user(2, KEVENT_REQ_ONESHOT)];
+    assert_eq!(kf::kevent_ctl(q, KEVENT_CTL_ADD, &mut add), Ok(0));
+    for _ in 0..3 {
+        let mut m = [user(1, 0), user(2, 0)];
+        assert_eq!(kf::kevent_ctl(q, KEVENT_CTL_READY, &mut m), Ok(2));
+    }
+    let mut buf = [ukevent::default(); 4];
+    assert_eq!(kf::kevent_get_events(q, 2, &mut buf, &secs(1), 0), Ok(2));
+    for e in &buf[..2] {
+        assert_eq!(e.ret_data[0], 3, "three marks coalesced (P8)");
+        let done = e.ret_flags & KEVENT_RET_DONE != 0;
+        assert_eq!(
+            done,
+            e.id.as_u64() == 2,
+            "DONE only on the ONESHOT delivery (P5)"
+        );
+    }
+    close(q);
+}

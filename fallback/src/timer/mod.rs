@@ -18,7 +18,7 @@ pub use heap::TimerHeap;
 pub const NSEC_PER_SEC: u64 = 1_000_000_000;
 
 /// Reads `clock` in nanoseconds, saturated to `0..=u64::MAX`.
-fn clock_now_ns(clock: libc::clockid_t) -> u64 {
+pub fn clock_now_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
