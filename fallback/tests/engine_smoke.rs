@@ -426,22 +426,23 @@ fn p3_misaligned_ring_is_einval() {
     assert_eq!(r, Err(Errno::EINVAL));
 }
 
+/// `poll(fd, POLLIN, 0)`: 1 when readable.
+fn poll_in(fd: i32) -> i32 {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd on our stack.
+    unsafe { libc::poll(&mut p, 1, 0) }
+}
+
 #[test]
 fn p7_wake_with_nobody_waiting_is_not_lost() {
     let q = queue();
     let mut wake: [ukevent; 0] = [];
     assert_eq!(kf::kevent_ctl(q, KEVENT_CTL_READY, &mut wake), Ok(0));
-    let mut p = libc::pollfd {
-        fd: q,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    assert_eq!(
-        unsafe { libc::poll(&mut p, 1, 0) },
-        1,
-        "queue fd readable after READY(0)"
-    );
+    assert_eq!(poll_in(q), 1, "queue fd readable after READY(0)");
     let start = std::time::Instant::now();
     let mut buf = [ukevent::default(); 4];
     assert_eq!(kf::kevent_get_events(q, 1, &mut buf, &secs(5), 0), Ok(0));
@@ -449,9 +450,7 @@ fn p7_wake_with_nobody_waiting_is_not_lost() {
         start.elapsed() < std::time::Duration::from_secs(1),
         "the wake was kept"
     );
-    p.revents = 0;
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::poll(&mut p, 1, 0) }, 0, "taken by that wait");
+    assert_eq!(poll_in(q), 0, "taken by that wait");
     close(q);
 }
 
