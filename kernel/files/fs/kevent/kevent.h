@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kevent internals: the queue, one kevent, and what each type provides.
+ *
+ * Locking, outermost first:
+ *
+ *   kevent_nest_mutex  (global; only around POLL kevents on kevent queues)
+ *   q->mtx             (ctl, delivery, the ring, commit, the tree)
+ *   source locks       (wait queue heads, hrtimer base, file->f_lock)
+ *   q->lock            (IRQ-safe leaf: the ready list, every field marked
+ *                       "under q->lock", and q->wq)
+ *   q->wq.lock         (only ever taken inside q->lock)
+ *
+ * Producers (wait queue callbacks, hrtimer callbacks, READY) run in any
+ * context and take only q->lock. They never touch the tree, the ring or
+ * user memory; everything that sleeps or faults runs under q->mtx in the
+ * owner's system call.
+ */
+#ifndef _FS_KEVENT_KEVENT_H
+#define _FS_KEVENT_KEVENT_H
+
+#include <linux/hrtimer.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/poll.h>
+#include <linux/rbtree.h>
+#include <linux/refcount.h>
+#include <linux/spinlock.h>
+#include <linux/types.h>
+#include <linux/wait.h>
+#include <linux/ukevent.h>
+
+struct kevent;
+struct kevent_queue;
+
+/* What a type's report() says about one kevent at delivery. */
+enum kevent_report {
+	KEVENT_SKIP,		/* nothing to deliver now */
+	KEVENT_DELIVER,		/* deliver, ret_data filled in */
+	KEVENT_BROKEN,		/* deliver as RET_BROKEN, ret_data[1] = -errno */
+};
+
+/* The ready state a delivery takes from a kevent (under q->lock). */
+struct kevent_snap {
+	u32 pending;		/* occurrences and READY marks (D8) */
+	__poll_t revents;	/* what the source's wake-ups said */
+	bool marked;		/* named by READY or added with REQ_READY */
+};
+
+/**
+ * struct kevent_ops - what differs between kevent types
+ * @occurrence: readiness is an occurrence, consumed by its delivery (D7);
+ *	otherwise it is a state of a file, delivered by every wait in level
+ *	mode
+ * @arm: ADD: check the entry and start watching. Process context, q->mtx
+ *	held, the kevent not yet in the tree. Sets *@ready to what the source
+ *	has right now (state types). Returns 0 or -errno.
+ * @disarm: stop watching; after it returns no callback touches the kevent.
+ *	Process context, q->mtx held.
+ * @modify: MODIFY changed event/req_flags: re-evaluate (D17); optional.
+ *	Returns what the source has now, or a negative errno in *@err.
+ * @peek: whether a delivery would report something now, without
+ *	consuming anything (->poll() of the queue); NULL: always. @depth is
+ *	the lockdep subclass for a watched kevent queue.
+ * @stale: D10: the registration no longer names what it watched; NULL:
+ *	never
+ * @report: at delivery, what to report from @snap and the source now.
+ *	Process context, q->mtx held, q->lock not held.
+ * @ready_data: state types: 1 if @ready (what arm() or modify() saw) is
+ *	something to report, with its ret_data; 0 if not; -errno if the
+ *	source is broken. NULL: never ready at ADD.
+ */
+struct kevent_ops {
+	bool occurrence;
+	int (*arm)(struct kevent *k, __poll_t *ready);
+	void (*disarm)(struct kevent *k);
+	__poll_t (*modify)(struct kevent *k, int *err);
+	bool (*peek)(struct kevent *k, int depth);
+	bool (*stale)(struct kevent *k);
+	enum kevent_report (*report)(struct kevent *k,
+				     const struct kevent_snap *snap,
+				     u32 ret_data[2]);
+	int (*ready_data)(struct kevent *k, __poll_t ready, u32 ret_data[2]);
+};
+
+/* SOCKET, PIPE, POLL: one file and its wait queue entries (fd.c). */
+struct kevent_fd {
+	struct file *file;		/* no reference: see fd.c */
+	int fd;
+	__poll_t mask;			/* EPOLL* bits that matter */
+	struct hlist_node fnode;	/* on file->f_kevent, under f_lock */
+	struct kevent_pwq *pwq;		/* wait queue entries, under q->mtx */
+	struct kevent_queue *target;	/* the watched file is this queue */
+};
+
+/* TIMER: one hrtimer (timer.c). */
+struct kevent_timer {
+	struct hrtimer timer;
+	ktime_t interval;
+	ktime_t next;			/* next period boundary, in the callback */
+	ktime_t last;			/* last expiry, under q->lock */
+};
+
+/**
+ * struct kevent - one registration
+ * @node: in q->tree, keyed by (type, id); under q->mtx
+ * @link: on q->ready, or on a delivery's private list; under q->lock.
+ *	Empty means not queued.
+ * @counted: on q->ready (or a batch taken from it) and counted in
+ *	q->nready; under q->lock
+ * @dead: unregistered: producers must not queue it; under q->lock
+ */
+struct kevent {
+	struct rb_node node;
+	struct list_head link;
+	struct kevent_queue *q;
+	const struct kevent_ops *ops;
+	struct ukevent uk;		/* as registered; under q->mtx */
+	refcount_t ref;
+	bool registered;		/* in the tree; under q->mtx */
+	u64 stamp;			/* last delivering call; under q->mtx */
+
+	/* under q->lock */
+	bool counted;
+	bool dead;
+	bool marked;
+	u32 pending;
+	__poll_t revents;
+
+	union {
+		struct kevent_fd fd;
+		struct kevent_timer timer;
+	};
+};
+
+/**
+ * struct kevent_queue - one queue: the private_data of a "[kevent]" file
+ *
+ * The ring's indices are the kernel's own (@kidx, @uidx, @over): they are
+ * written to the caller's ring and never read back from it (D12, D13).
+ */
+struct kevent_queue {
+	struct mutex mtx;
+	spinlock_t lock;
+	wait_queue_head_t wq;		/* threads in get_events/wait */
+	wait_queue_head_t poll_wait;	/* ->poll() waiters */
+
+	/* under q->lock */
+	struct list_head ready;
+	unsigned int nready;
+	unsigned int wake_gen;		/* bumped by READY with num == 0 */
+	bool wake_pending;		/* READY(0) not yet seen by a wait */
+	unsigned int flush_gen;		/* bumped by close() of any fd of it */
+
+	/* under q->mtx */
+	struct rb_root tree;
+	unsigned int count;
+	unsigned int max;
+	u64 calls;
+	struct kevent_ring __user *ring;
+	u32 ring_n, kidx, uidx, over;
+
+	/* under kevent_nest_mutex */
+	unsigned int watching;		/* POLL kevents on kevent queues */
+	unsigned int watched_by;	/* other queues' POLL kevents on this one */
+
+	struct mm_struct *mm;		/* owner (D11), mmgrab()ed */
+	refcount_t ref;			/* the file, and fd.c's release path */
+};
+
+/* ADD, REMOVE, MODIFY, READY of single entries (ctl.c). */
+int kevent_ctl_entries(struct kevent_queue *q, unsigned int cmd,
+		       unsigned int num, struct ukevent __user *arg);
+
+/* queue.c */
+extern const struct file_operations kevent_fops;
+extern unsigned int kevent_max_per_queue;
+struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
+			    const struct kevent_ops *ops);
+void kevent_put(struct kevent *k);
+void kevent_queue_get(struct kevent_queue *q);
+void kevent_queue_put(struct kevent_queue *q);
+struct kevent *kevent_find(struct kevent_queue *q, u32 type, u64 id);
+void kevent_insert(struct kevent *k);
+void kevent_unregister(struct kevent *k);
+void kevent_notify(struct kevent *k, const struct kevent_snap *add,
+		   int nest);
+void kevent_dequeue(struct kevent *k);
+void kevent_wake_waiters(struct kevent_queue *q);
+__poll_t kevent_queue_poll(struct file *file, poll_table *wait, int depth);
+long kevent_create(struct kevent_ring __user *ring, unsigned int num,
+		   unsigned int flags);
+long kevent_collect(struct kevent_queue *q, int fd, unsigned int want,
+		    struct ukevent __user *buf, unsigned int max,
+		    bool to_ring, const struct __kernel_timespec __user *uts,
+		    unsigned int flags, bool nonblock);
+long kevent_wait_ring(struct kevent_queue *q, int fd, unsigned int num,
+		      u32 old_uidx, const struct __kernel_timespec __user *uts,
+		      unsigned int flags, bool nonblock);
+int kevent_queue_setup(void);
+int kevent_fd_setup(void);
+long kevent_commit_ring(struct kevent_queue *q, u32 new_uidx, u32 over);
+int kevent_commit_rule(u32 n, u32 kidx, u32 uidx, u32 over, u32 new_uidx,
+		       u32 cover, u32 *released, u32 *uidx_out, u32 *over_out);
+
+/* The types. */
+extern const struct kevent_ops kevent_fd_ops;
+extern const struct kevent_ops kevent_timer_ops;
+extern const struct kevent_ops kevent_user_ops;
+
+static inline bool kevent_is_edge(const struct kevent *k)
+{
+	return READ_ONCE(k->uk.req_flags) & KEVENT_REQ_ET;
+}
+
+static inline bool kevent_is_oneshot(const struct kevent *k)
+{
+	return READ_ONCE(k->uk.req_flags) & KEVENT_REQ_ONESHOT;
+}
+
+static inline bool kevent_last_check(const struct kevent *k)
+{
+	return k->uk.req_flags & KEVENT_REQ_LAST_CHECK;
+}
+
+#define KEVENT_KNOWN_REQ_FLAGS	(KEVENT_REQ_ONESHOT | KEVENT_REQ_WAKEUP_ALL | \
+				 KEVENT_REQ_ET | KEVENT_REQ_LAST_CHECK | \
+				 KEVENT_REQ_ALWAYS_QUEUE | KEVENT_REQ_READY)
+
+#endif /* _FS_KEVENT_KEVENT_H */

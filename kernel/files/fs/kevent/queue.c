@@ -1,0 +1,881 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kevent queues: the file, the registration tree, the ready list, waiting,
+ * delivery and the ring in the caller's memory.
+ *
+ * A kevent is "queued" while its @link is on a list: q->ready (counted in
+ * q->nready), a batch a delivery took from it, or the private list of level
+ * kevents a call delivered (put back when the call ends, so that each ready
+ * kevent is delivered at most once per wait and a waiter never spins on its
+ * own level kevents). Producers only add a kevent that is not queued, and
+ * otherwise merge into its pending state: nothing is lost while a delivery
+ * has it in hand.
+ *
+ * The ring (spec sections 3, D12, D13) is ordinary user memory. It is
+ * written only with copy_to_user()/put_user() from the owner's system calls
+ * under q->mtx, never from a callback. Entries are stored before ring_kidx
+ * (smp_wmb() between them pairs with the consumer's load-acquire of
+ * ring_kidx); the kernel's own kidx/uidx/over are authoritative and the
+ * caller's copies are never read back.
+ */
+#include <linux/anon_inodes.h>
+#include <linux/fdtable.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/hrtimer.h>
+#include <linux/overflow.h>
+#include <linux/rcupdate.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "kevent.h"
+
+static struct kmem_cache *kevent_cache __ro_after_init;
+
+/* Registrations per queue; /sys/kernel/kevent/max_per_queue. */
+unsigned int kevent_max_per_queue __read_mostly = 1U << 20;
+
+/* ---------------------------------------------------------------------
+ * Objects
+ */
+
+void kevent_queue_get(struct kevent_queue *q)
+{
+	refcount_inc(&q->ref);
+}
+
+void kevent_queue_put(struct kevent_queue *q)
+{
+	if (!refcount_dec_and_test(&q->ref))
+		return;
+	WARN_ON_ONCE(!RB_EMPTY_ROOT(&q->tree));
+	mmdrop(q->mm);
+	kfree(q);
+}
+
+struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
+			    const struct kevent_ops *ops)
+{
+	struct kevent *k = kmem_cache_zalloc(kevent_cache, GFP_KERNEL_ACCOUNT);
+
+	if (!k)
+		return NULL;
+	RB_CLEAR_NODE(&k->node);
+	INIT_LIST_HEAD(&k->link);
+	refcount_set(&k->ref, 1);
+	k->q = q;
+	k->ops = ops;
+	k->uk = *uk;
+	k->uk.ret_flags = 0;
+	k->uk.ret_data[0] = 0;
+	k->uk.ret_data[1] = 0;
+	return k;
+}
+
+void kevent_put(struct kevent *k)
+{
+	if (refcount_dec_and_test(&k->ref))
+		kmem_cache_free(kevent_cache, k);
+}
+
+/* ---------------------------------------------------------------------
+ * The tree: registrations keyed by (type, id) (D3), under q->mtx.
+ */
+
+static int kevent_cmp(u32 type, u64 id, const struct kevent *k)
+{
+	if (type != k->uk.type)
+		return type < k->uk.type ? -1 : 1;
+	if (id != k->uk.id.raw_u64)
+		return id < k->uk.id.raw_u64 ? -1 : 1;
+	return 0;
+}
+
+struct kevent *kevent_find(struct kevent_queue *q, u32 type, u64 id)
+{
+	struct rb_node *n = q->tree.rb_node;
+
+	lockdep_assert_held(&q->mtx);
+	while (n) {
+		struct kevent *k = rb_entry(n, struct kevent, node);
+		int c = kevent_cmp(type, id, k);
+
+		if (!c)
+			return k;
+		n = c < 0 ? n->rb_left : n->rb_right;
+	}
+	return NULL;
+}
+
+/* Inserts @k, whose key is not in the tree (the caller checked). */
+void kevent_insert(struct kevent *k)
+{
+	struct kevent_queue *q = k->q;
+	struct rb_node **p = &q->tree.rb_node, *parent = NULL;
+
+	lockdep_assert_held(&q->mtx);
+	while (*p) {
+		struct kevent *o = rb_entry(*p, struct kevent, node);
+
+		parent = *p;
+		if (kevent_cmp(k->uk.type, k->uk.id.raw_u64, o) < 0)
+			p = &(*p)->rb_left;
+		else
+			p = &(*p)->rb_right;
+	}
+	rb_link_node(&k->node, parent, p);
+	rb_insert_color(&k->node, &q->tree);
+	k->registered = true;
+	q->count++;
+}
+
+/* Takes @k off whatever list it is queued on. */
+void kevent_dequeue(struct kevent *k)
+{
+	struct kevent_queue *q = k->q;
+
+	lockdep_assert_held(&q->lock);
+	if (list_empty(&k->link))
+		return;
+	list_del_init(&k->link);
+	if (k->counted) {
+		k->counted = false;
+		q->nready--;
+	}
+}
+
+/**
+ * kevent_unregister - stop watching, forget and drop one kevent
+ * @k: a kevent that is registered, or armed but not yet inserted
+ *
+ * Context: process, q->mtx held. Drops the tree's reference.
+ */
+void kevent_unregister(struct kevent *k)
+{
+	struct kevent_queue *q = k->q;
+
+	lockdep_assert_held(&q->mtx);
+	if (k->registered) {
+		rb_erase(&k->node, &q->tree);
+		RB_CLEAR_NODE(&k->node);
+		k->registered = false;
+		q->count--;
+	}
+	k->ops->disarm(k);
+	spin_lock_irq(&q->lock);
+	k->dead = true;
+	kevent_dequeue(k);
+	spin_unlock_irq(&q->lock);
+	kevent_put(k);
+}
+
+/* ---------------------------------------------------------------------
+ * Producers: any context.
+ */
+
+/*
+ * Wakes ->poll() waiters. @nest is the lockdep subclass: 1 when the caller
+ * runs inside the wake-up of another kevent queue's poll_wait (a kevent
+ * queue watching this one), whose lock is of the same class.
+ */
+static void kevent_wake_pollers(struct kevent_queue *q, int nest)
+{
+	unsigned long flags;
+
+	if (!waitqueue_active(&q->poll_wait))
+		return;
+	spin_lock_irqsave_nested(&q->poll_wait.lock, flags, nest);
+	wake_up_locked_poll(&q->poll_wait, EPOLLIN | EPOLLRDNORM);
+	spin_unlock_irqrestore(&q->poll_wait.lock, flags);
+}
+
+/**
+ * kevent_notify - a source reports readiness or an occurrence
+ * @k: the kevent
+ * @add: what to merge into its pending state
+ * @nest: lockdep subclass for waking ->poll() waiters (see above)
+ *
+ * Queues @k unless it is queued already, and wakes one waiter (every waiter
+ * with KEVENT_REQ_WAKEUP_ALL). Context: any; takes q->lock only.
+ */
+void kevent_notify(struct kevent *k, const struct kevent_snap *add, int nest)
+{
+	struct kevent_queue *q = k->q;
+	unsigned long flags;
+	bool newly = false;
+
+	spin_lock_irqsave(&q->lock, flags);
+	if (unlikely(k->dead)) {
+		spin_unlock_irqrestore(&q->lock, flags);
+		return;
+	}
+	k->pending = k->pending + add->pending < k->pending ?
+		     U32_MAX : k->pending + add->pending;
+	k->revents |= add->revents;
+	k->marked |= add->marked;
+	if (list_empty(&k->link)) {
+		list_add_tail(&k->link, &q->ready);
+		k->counted = true;
+		q->nready++;
+		newly = true;
+		/* Pairs with the waiter's check under q->lock: no lost wake. */
+		if (waitqueue_active(&q->wq)) {
+			if (READ_ONCE(k->uk.req_flags) & KEVENT_REQ_WAKEUP_ALL)
+				wake_up_all(&q->wq);
+			else
+				wake_up(&q->wq);
+		}
+	}
+	spin_unlock_irqrestore(&q->lock, flags);
+	if (newly)
+		kevent_wake_pollers(q, nest);
+}
+
+/* READY with num == 0: every waiter returns, and the next wait does. */
+void kevent_wake_waiters(struct kevent_queue *q)
+{
+	spin_lock_irq(&q->lock);
+	q->wake_gen++;
+	q->wake_pending = true;
+	wake_up_all(&q->wq);
+	spin_unlock_irq(&q->lock);
+	kevent_wake_pollers(q, 0);
+}
+
+/* ---------------------------------------------------------------------
+ * The queue file.
+ */
+
+/*
+ * Whether a wait would deliver something now: READY(0) pending, or a
+ * queued kevent whose type says so without consuming anything.
+ */
+static bool kevent_readable(struct kevent_queue *q, int depth)
+{
+	LIST_HEAD(scan);
+	struct kevent *k;
+	bool ready, empty;
+
+	spin_lock_irq(&q->lock);
+	ready = q->wake_pending;
+	empty = list_empty(&q->ready);
+	spin_unlock_irq(&q->lock);
+	if (ready || empty)
+		return ready;
+
+	mutex_lock_nested(&q->mtx, depth);
+	/*
+	 * Take the queued kevents aside: producers see them queued and only
+	 * merge state, and nothing unregisters them without q->mtx, so the
+	 * walk needs no lock.
+	 */
+	spin_lock_irq(&q->lock);
+	list_splice_init(&q->ready, &scan);
+	spin_unlock_irq(&q->lock);
+	list_for_each_entry(k, &scan, link) {
+		if (!k->ops->peek || k->ops->peek(k, depth + 1)) {
+			ready = true;
+			break;
+		}
+	}
+	spin_lock_irq(&q->lock);
+	list_splice(&scan, &q->ready);
+	spin_unlock_irq(&q->lock);
+	mutex_unlock(&q->mtx);
+	return ready;
+}
+
+/* ->poll() of a queue; @depth is the lockdep subclass of its q->mtx. */
+__poll_t kevent_queue_poll(struct file *file, poll_table *wait, int depth)
+{
+	struct kevent_queue *q = file->private_data;
+
+	poll_wait(file, &q->poll_wait, wait);
+	return kevent_readable(q, depth) ? EPOLLIN | EPOLLRDNORM : 0;
+}
+
+static __poll_t kevent_file_poll(struct file *file, poll_table *wait)
+{
+	return kevent_queue_poll(file, wait, 0);
+}
+
+/*
+ * Every close() of a queue fd: waiters re-check that their fd still names
+ * this queue, so that closing it under them makes them return (EBADF).
+ */
+static int kevent_file_flush(struct file *file, fl_owner_t id)
+{
+	struct kevent_queue *q = file->private_data;
+
+	spin_lock_irq(&q->lock);
+	q->flush_gen++;
+	wake_up_all(&q->wq);
+	spin_unlock_irq(&q->lock);
+	return 0;
+}
+
+/*
+ * The last reference: no system call runs on the queue any more (each holds
+ * the file), epoll and kevent watchers of this file were detached by
+ * eventpoll_release() and kevent_release() already. Detach every kevent from
+ * its source, then let the last reference free the queue.
+ */
+static int kevent_file_release(struct inode *inode, struct file *file)
+{
+	struct kevent_queue *q = file->private_data;
+	struct rb_node *n;
+
+	mutex_lock(&q->mtx);
+	while ((n = rb_first(&q->tree)))
+		kevent_unregister(rb_entry(n, struct kevent, node));
+	mutex_unlock(&q->mtx);
+	kevent_queue_put(q);
+	return 0;
+}
+
+const struct file_operations kevent_fops = {
+	.poll		= kevent_file_poll,
+	.flush		= kevent_file_flush,
+	.release	= kevent_file_release,
+	.llseek		= noop_llseek,
+};
+
+/**
+ * kevent_create - kevent_init(): a new queue and its fd
+ * @ring: the caller's ring, or NULL with @num == 0
+ * @num: ring entries
+ * @flags: none defined (D1)
+ *
+ * Return: the fd (close-on-exec) or -errno.
+ */
+long kevent_create(struct kevent_ring __user *ring, unsigned int num,
+		   unsigned int flags)
+{
+	struct kevent_queue *q;
+	int fd;
+
+	if (flags)
+		return -EINVAL;
+	if (ring || num) {
+		if (!ring || num < 2)
+			return -EINVAL;
+		if (!access_ok(ring, struct_size(ring, event, num)))
+			return -EFAULT;
+		if (put_user(0, &ring->ring_kidx) ||
+		    put_user(0, &ring->ring_over))
+			return -EFAULT;
+	}
+	q = kzalloc(sizeof(*q), GFP_KERNEL_ACCOUNT);
+	if (!q)
+		return -ENOMEM;
+	mutex_init(&q->mtx);
+	spin_lock_init(&q->lock);
+	init_waitqueue_head(&q->wq);
+	init_waitqueue_head(&q->poll_wait);
+	INIT_LIST_HEAD(&q->ready);
+	q->tree = RB_ROOT;
+	q->max = READ_ONCE(kevent_max_per_queue);
+	q->ring = ring;
+	q->ring_n = ring ? num : 0;
+	refcount_set(&q->ref, 1);
+	mmgrab(current->mm);
+	q->mm = current->mm;
+
+	/* Nothing of q may be touched after this: another thread may close. */
+	fd = anon_inode_getfd("[kevent]", &kevent_fops, q, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		kevent_queue_put(q);
+	return fd;
+}
+
+/* ---------------------------------------------------------------------
+ * The ring.
+ */
+
+static u32 kevent_ring_used(const struct kevent_queue *q)
+{
+	return ((u64)q->kidx + q->ring_n - q->uidx) % q->ring_n;
+}
+
+/* Slots a producer may still fill: one always stays free (D12). */
+static u32 kevent_ring_free(const struct kevent_queue *q)
+{
+	return q->ring ? q->ring_n - 1 - kevent_ring_used(q) : 0;
+}
+
+/* Stores @ev in the next free slot; false when full or faulting. */
+static bool kevent_ring_push(struct kevent_queue *q, const struct ukevent *ev)
+{
+	if (!kevent_ring_free(q))
+		return false;
+	if (copy_to_user(&q->ring->event[q->kidx], ev, sizeof(*ev)))
+		return false;
+	q->kidx = q->kidx + 1 == q->ring_n ? 0 : q->kidx + 1;
+	return true;
+}
+
+static void kevent_ring_publish(struct kevent_queue *q)
+{
+	/* Entries before the index: pairs with the consumer's load-acquire. */
+	smp_wmb();
+	if (put_user(q->kidx, &q->ring->ring_kidx))
+		pr_debug("kevent: ring_kidx not writable\n");
+}
+
+/**
+ * kevent_commit_rule - the commit rule of D13, as arithmetic
+ * @n: ring size
+ * @kidx: producer index
+ * @uidx: consumer index
+ * @over: wrap counter
+ * @new_uidx: the committer's index, one past the last slot consumed
+ * @cover: the ring_over the committer read
+ * @released: slots released (0: a stale commit)
+ * @uidx_out: the consumer index afterwards
+ * @over_out: the wrap counter afterwards
+ *
+ * @new_uidx names the one position among the @n that end at the producer;
+ * only a position after @uidx releases anything.
+ *
+ * Return: 0, -EINVAL or -EOVERFLOW.
+ */
+int kevent_commit_rule(u32 n, u32 kidx, u32 uidx, u32 over, u32 new_uidx,
+		       u32 cover, u32 *released, u32 *uidx_out, u32 *over_out)
+{
+	u32 used, back;
+
+	if (new_uidx >= n)
+		return -EINVAL;
+	if (cover != over && cover != over - 1)
+		return -EOVERFLOW;
+	used = ((u64)kidx + n - uidx) % n;
+	back = ((u64)kidx + n - new_uidx) % n;
+	*uidx_out = uidx;
+	*over_out = over;
+	*released = 0;
+	if (back >= used)
+		return 0;
+	*released = used - back;
+	*uidx_out = new_uidx;
+	if ((u64)uidx + *released >= n)
+		*over_out = over + 1;
+	return 0;
+}
+
+/* kevent_commit(). Context: q->mtx not held. */
+long kevent_commit_ring(struct kevent_queue *q, u32 new_uidx, u32 cover)
+{
+	u32 released, uidx, over;
+	int err;
+
+	mutex_lock(&q->mtx);
+	err = -EINVAL;
+	if (!q->ring)
+		goto out;
+	err = kevent_commit_rule(q->ring_n, q->kidx, q->uidx, q->over,
+				 new_uidx, cover, &released, &uidx, &over);
+	if (err)
+		goto out;
+	q->uidx = uidx;
+	if (over != q->over) {
+		q->over = over;
+		if (put_user(over, &q->ring->ring_over))
+			pr_debug("kevent: ring_over not writable\n");
+	}
+	err = released;
+out:
+	mutex_unlock(&q->mtx);
+	return err;
+}
+
+/* ---------------------------------------------------------------------
+ * Delivery: under q->mtx, in the owner's system call.
+ */
+
+struct kevent_sink {
+	struct ukevent __user *buf;	/* get_events: the caller's buffer */
+	unsigned int max;		/* buf entries, or events to move */
+	unsigned int n;			/* delivered so far */
+	bool to_ring;			/* kevent_wait: into the ring only */
+	bool ring_dirty;
+	u64 call;
+	struct list_head requeue;	/* level kevents this call delivered */
+};
+
+static unsigned int kevent_sink_room(struct kevent_queue *q,
+				     struct kevent_sink *s)
+{
+	unsigned int room = s->max - s->n;
+
+	return s->to_ring ? min(room, kevent_ring_free(q)) : room;
+}
+
+/* A delivery that could not be copied out: back to the front, as it was. */
+static void kevent_restore(struct kevent_queue *q, struct kevent *k,
+			   const struct kevent_snap *snap,
+			   struct list_head *batch)
+{
+	spin_lock_irq(&q->lock);
+	k->pending += snap->pending;
+	k->revents |= snap->revents;
+	k->marked |= snap->marked;
+	if (list_empty(&k->link)) {
+		list_add(&k->link, batch);
+		k->counted = true;
+		q->nready++;
+	}
+	spin_unlock_irq(&q->lock);
+}
+
+/* Return: 1 delivered, 0 nothing to deliver, -EFAULT. */
+static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
+			      const struct kevent_snap *snap,
+			      struct kevent_sink *s)
+{
+	struct ukevent ev = k->uk;
+	u32 data[2] = { 0, 0 };
+	enum kevent_report r;
+	bool unregister;
+	u32 kidx = q->kidx;
+
+	r = k->ops->report(k, snap, data);
+	if (r == KEVENT_SKIP)
+		return 0;
+	ev.ret_flags = r == KEVENT_BROKEN ? KEVENT_RET_BROKEN : 0;
+	ev.ret_data[0] = data[0];
+	ev.ret_data[1] = data[1];
+	unregister = r == KEVENT_BROKEN || (ev.req_flags & KEVENT_REQ_ONESHOT);
+	if (unregister)
+		ev.ret_flags |= KEVENT_RET_DONE;
+
+	if (s->to_ring) {
+		if (!kevent_ring_push(q, &ev))
+			return -EFAULT;
+	} else {
+		if (q->ring && !kevent_ring_push(q, &ev))
+			ev.ret_flags |= KEVENT_RET_COPY_FAILED;
+		if (copy_to_user(&s->buf[s->n], &ev, sizeof(ev))) {
+			q->kidx = kidx;
+			return -EFAULT;
+		}
+	}
+	s->ring_dirty |= q->kidx != kidx;
+	s->n++;
+	k->stamp = s->call;
+	if (unregister) {
+		kevent_unregister(k);
+	} else if (!k->ops->occurrence && !kevent_is_edge(k)) {
+		/* Level (D7): ready again at the next wait if still ready. */
+		spin_lock_irq(&q->lock);
+		if (list_empty(&k->link))
+			list_add_tail(&k->link, &s->requeue);
+		spin_unlock_irq(&q->lock);
+	}
+	return 1;
+}
+
+/* Delivers what is queued, oldest first, while the sink has room. */
+static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
+{
+	LIST_HEAD(batch);
+	int err = 0;
+
+	spin_lock_irq(&q->lock);
+	list_splice_init(&q->ready, &batch);
+	spin_unlock_irq(&q->lock);
+
+	while (kevent_sink_room(q, s)) {
+		struct kevent_snap snap;
+		struct kevent *k;
+
+		spin_lock_irq(&q->lock);
+		k = list_first_entry_or_null(&batch, struct kevent, link);
+		if (!k) {
+			spin_unlock_irq(&q->lock);
+			break;
+		}
+		kevent_dequeue(k);
+		if (k->stamp == s->call) {
+			/* Delivered by this call already: the next one. */
+			list_add_tail(&k->link, &s->requeue);
+			spin_unlock_irq(&q->lock);
+			continue;
+		}
+		snap.pending = k->pending;
+		snap.revents = k->revents;
+		snap.marked = k->marked;
+		k->pending = 0;
+		k->revents = 0;
+		k->marked = false;
+		spin_unlock_irq(&q->lock);
+
+		err = kevent_deliver_one(q, k, &snap, s);
+		if (err < 0) {
+			kevent_restore(q, k, &snap, &batch);
+			break;
+		}
+		err = 0;
+	}
+
+	spin_lock_irq(&q->lock);
+	list_splice(&batch, &q->ready);
+	spin_unlock_irq(&q->lock);
+	return err;
+}
+
+/* The end of a call: level kevents back, the ring published, wake-ups. */
+static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s)
+{
+	struct kevent *k;
+
+	spin_lock_irq(&q->lock);
+	list_for_each_entry(k, &s->requeue, link) {
+		k->counted = true;
+		q->nready++;
+	}
+	list_splice_tail_init(&s->requeue, &q->ready);
+	q->wake_pending = false;
+	/* Events left behind: the next waiter takes them. */
+	if (q->nready && waitqueue_active(&q->wq))
+		wake_up(&q->wq);
+	spin_unlock_irq(&q->lock);
+	if (s->ring_dirty)
+		kevent_ring_publish(q);
+}
+
+/* ---------------------------------------------------------------------
+ * Waiting.
+ */
+
+struct kevent_deadline {
+	bool block;
+	clockid_t clock;
+	ktime_t expires;
+};
+
+struct kevent_waiter {
+	wait_queue_entry_t wait;
+	struct kevent_queue *q;
+	unsigned int need;
+	unsigned int wake_gen;
+	unsigned int flush_gen;
+};
+
+static bool kevent_waiter_done(const struct kevent_waiter *w)
+{
+	const struct kevent_queue *q = w->q;
+
+	return q->nready >= w->need || q->wake_gen != w->wake_gen ||
+	       q->flush_gen != w->flush_gen;
+}
+
+/*
+ * Wakes a waiter only when its target is met (D4: min_nr). Returning 0
+ * passes an exclusive wake-up on to the next waiter, so a min_nr = 8 sleeper
+ * never eats the wake-up a min_nr = 1 sleeper needs.
+ */
+static int kevent_waiter_wake(wait_queue_entry_t *wait, unsigned int mode,
+			      int sync, void *key)
+{
+	struct kevent_waiter *w = container_of(wait, struct kevent_waiter,
+					       wait);
+
+	/* Every wake-up of q->wq happens under q->lock. */
+	lockdep_assert_held(&w->q->lock);
+	if (!kevent_waiter_done(w))
+		return 0;
+	return autoremove_wake_function(wait, mode, sync, key);
+}
+
+/* Return: 0 (woken, or the target is met), -ETIMEDOUT or -EINTR. */
+static int kevent_sleep(struct kevent_waiter *w, struct kevent_deadline *d)
+{
+	struct kevent_queue *q = w->q;
+	int ret = 0;
+
+	init_waitqueue_func_entry(&w->wait, kevent_waiter_wake);
+	w->wait.private = current;
+	spin_lock_irq(&q->lock);
+	__add_wait_queue_exclusive(&q->wq, &w->wait);
+	for (;;) {
+		set_current_state(TASK_INTERRUPTIBLE);
+		if (kevent_waiter_done(w))
+			break;
+		if (signal_pending(current)) {
+			ret = -EINTR;
+			break;
+		}
+		spin_unlock_irq(&q->lock);
+		if (!schedule_hrtimeout_range_clock(&d->expires,
+						    current->timer_slack_ns,
+						    HRTIMER_MODE_ABS,
+						    d->clock))
+			ret = -ETIMEDOUT;
+		spin_lock_irq(&q->lock);
+		if (ret)
+			break;
+	}
+	__set_current_state(TASK_RUNNING);
+	if (!list_empty(&w->wait.entry))
+		__remove_wait_queue(&q->wq, &w->wait);
+	spin_unlock_irq(&q->lock);
+	return ret;
+}
+
+static int kevent_get_deadline(const struct __kernel_timespec __user *uts,
+			       unsigned int flags, bool nonblock,
+			       struct kevent_deadline *d)
+{
+	struct timespec64 ts;
+
+	if (flags & ~KEVENT_FLAGS_ABSTIME)
+		return -EINVAL;
+	if (get_timespec64(&ts, uts))
+		return -EFAULT;
+	if (ts.tv_sec < 0 || ts.tv_nsec < 0 || ts.tv_nsec >= NSEC_PER_SEC)
+		return -EINVAL;
+	if (flags & KEVENT_FLAGS_ABSTIME) {
+		d->clock = CLOCK_REALTIME;
+		d->expires = timespec64_to_ktime(ts);
+		d->block = ktime_after(d->expires, ktime_get_real());
+	} else {
+		d->clock = CLOCK_MONOTONIC;
+		d->block = ts.tv_sec || ts.tv_nsec;
+		d->expires = ktime_add_safe(ktime_get(),
+					    timespec64_to_ktime(ts));
+	}
+	if (nonblock)
+		d->block = false;
+	return 0;
+}
+
+/* Whether @fd of the caller still names queue @q (it may be closed). */
+static bool kevent_fd_names(int fd, struct kevent_queue *q)
+{
+	struct file *f;
+	bool same;
+
+	rcu_read_lock();
+	f = files_lookup_fd_raw(current->files, fd);
+	same = f && f->private_data == q && f->f_op == &kevent_fops;
+	rcu_read_unlock();
+	return same;
+}
+
+/**
+ * kevent_collect - the loop of kevent_get_events() and kevent_wait()
+ * @q: the queue
+ * @fd: the caller's fd of it (closing it under the wait ends the wait)
+ * @want: wait until this many are delivered (D4)
+ * @buf: get_events: the caller's buffer; NULL for kevent_wait
+ * @max: entries of @buf, or events to move into the ring
+ * @to_ring: kevent_wait
+ * @old_uidx: kevent_wait: the consumer index the caller saw
+ * @d: when to give up
+ *
+ * Return: events delivered, or -errno if none was.
+ */
+static long kevent_collect_deadline(struct kevent_queue *q, int fd,
+				    unsigned int want,
+				    struct ukevent __user *buf,
+				    unsigned int max, bool to_ring,
+				    u32 old_uidx, struct kevent_deadline *d)
+{
+	struct kevent_sink s = {
+		.buf = buf,
+		.max = max,
+		.to_ring = to_ring,
+	};
+	struct kevent_waiter w = { .q = q };
+	bool last = false, closed;
+	long err = 0;
+	int ret;
+
+	INIT_LIST_HEAD(&s.requeue);
+	mutex_lock(&q->mtx);
+	if (to_ring) {
+		err = -EINVAL;
+		if (!q->ring || max > q->ring_n)
+			goto unlock;
+		err = 0;
+		if (!max || old_uidx != q->uidx)
+			goto unlock;
+	}
+	s.call = ++q->calls;
+	spin_lock_irq(&q->lock);
+	w.wake_gen = q->wake_gen;
+	w.flush_gen = q->flush_gen;
+	if (q->wake_pending)
+		d->block = false;
+	spin_unlock_irq(&q->lock);
+
+	for (;;) {
+		err = kevent_scan(q, &s);
+		if (err || last || s.n >= want || !kevent_sink_room(q, &s) ||
+		    !d->block)
+			break;
+		w.need = want - s.n;
+		mutex_unlock(&q->mtx);
+		ret = kevent_sleep(&w, d);
+		mutex_lock(&q->mtx);
+		spin_lock_irq(&q->lock);
+		closed = w.flush_gen != q->flush_gen;
+		w.flush_gen = q->flush_gen;
+		/* READY(0): return with whatever is ready, possibly nothing. */
+		if (w.wake_gen != q->wake_gen)
+			last = true;
+		spin_unlock_irq(&q->lock);
+		/* The fd was closed under this wait. */
+		if (closed && !kevent_fd_names(fd, q)) {
+			err = -EBADF;
+			break;
+		}
+		/* A timeout or a signal: one last look, never -EINTR. */
+		if (ret)
+			last = true;
+	}
+	kevent_finish(q, &s);
+unlock:
+	mutex_unlock(&q->mtx);
+	return s.n ? s.n : err;
+}
+
+long kevent_collect(struct kevent_queue *q, int fd, unsigned int want,
+		    struct ukevent __user *buf, unsigned int max,
+		    bool to_ring, const struct __kernel_timespec __user *uts,
+		    unsigned int flags, bool nonblock)
+{
+	struct kevent_deadline d;
+	int err = kevent_get_deadline(uts, flags, nonblock, &d);
+
+	if (err)
+		return err;
+	return kevent_collect_deadline(q, fd, want, buf, max, to_ring, 0, &d);
+}
+
+long kevent_wait_ring(struct kevent_queue *q, int fd, unsigned int num,
+		      u32 old_uidx, const struct __kernel_timespec __user *uts,
+		      unsigned int flags, bool nonblock)
+{
+	struct kevent_deadline d;
+	int err = kevent_get_deadline(uts, flags, nonblock, &d);
+
+	if (err)
+		return err;
+	return kevent_collect_deadline(q, fd, 1, NULL, num, true, old_uidx,
+				       &d);
+}
+
+int __init kevent_queue_setup(void)
+{
+	BUILD_BUG_ON(sizeof(struct ukevent) != 40);
+	BUILD_BUG_ON(offsetof(struct ukevent, type) != 8);
+	BUILD_BUG_ON(offsetof(struct ukevent, ret_data) != 24);
+	BUILD_BUG_ON(offsetof(struct ukevent, user) != 32);
+	BUILD_BUG_ON(sizeof(struct kevent_ring) != 8);
+	BUILD_BUG_ON(offsetof(struct kevent_ring, event) != 8);
+	kevent_cache = KMEM_CACHE(kevent, SLAB_ACCOUNT | SLAB_PANIC);
+	return 0;
+}
