@@ -4,7 +4,9 @@
 //! usable afterwards (an UNOTIFY kevent still goes through it exactly once).
 //!
 //! NULL pointers and counts larger than the buffer cannot be expressed through
-//! `RawBackend`'s slices; the C library's tests (`tests/c_*.rs`) cover them.
+//! `RawBackend`'s slices; the D15 tests reach them through the C library's
+//! `kevent_get_events` body on each backend (`get_events_on`), the C library's tests
+//! (`tests/c_*.rs`) cover the rest.
 #![allow(unsafe_code)]
 
 #[macro_use]
@@ -14,6 +16,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use common::*;
+use kevent_c::capi::calls::get_events_on;
 
 /// An fd number that is not open in any test process.
 const CLOSED_FD: i32 = 999_983;
@@ -165,36 +168,71 @@ backend_test! {
         }
         assert_eq!(n, 100_000);
         let mut many: Vec<ukevent> = (0..100_000).map(|i| user(i, 0)).collect();
-        assert_eq!(q.ctl(KEVENT_CTL_REMOVE, &mut many), Ok(100_000));
+        // D14: REMOVE returns 0; every entry says it was found.
+        assert_eq!(q.ctl(KEVENT_CTL_REMOVE, &mut many), Ok(0));
         assert!(many.iter().all(|e| e.ret_flags == KEVENT_RET_DONE));
         assert_usable(&q);
     }
 
-    /// Counts in `kevent_get_events`: `max_nr == 0` and `min_nr > max_nr` are not defined
-    /// by the spec; they must not block past the timeout nor deliver anything, and the
-    /// queue stays usable (the fallback answers EINVAL).
-    fn s3_get_events_counts_zero_and_above_max(b) {
+    /// D15: `kevent_get_events` with `max_nr == 0` is EINVAL, whatever `min_nr`, with a
+    /// long timeout and an event ready, through the backend and through the C library
+    /// (there also with a NULL `buf`); nothing waits, nothing is taken, the queue stays usable.
+    fn d15_get_events_max_nr_zero_einval(b) {
         let q = Queue::new(b);
-        q.add_ok(&[user(1, 0)]);
-        q.ready_ids(&[1]);
+        q.add_ok(&[user(1, KEVENT_REQ_READY)]);
         let start = Instant::now();
         let mut empty: [ukevent; 0] = [];
-        let r = b.get_events(q.fd, 1, &mut empty, &ms(50), 0);
-        assert!(matches!(r, Ok(0) | Err(Errno::EINVAL)), "max_nr 0: {r:?}");
-        let mut buf = [ukevent::default(); 2];
-        for min in [3, 1000, u32::MAX] {
-            let r = b.get_events(q.fd, min, &mut buf, &ms(50), 0);
-            match r {
-                Err(Errno::EINVAL) => {}
-                Ok(n) => {
-                    expect_events(&buf[..n as usize], &[Want::new(KEVENT_UNOTIFY, 1)]);
-                    q.ready_ids(&[1]);
-                }
-                other => panic!("min_nr {min} > max_nr 2: {other:?}"),
+        let mut buf = [ukevent::default(); 4];
+        for min in [0, 1, 5, u32::MAX] {
+            assert_eq!(b.get_events(q.fd, min, &mut empty, &ts(5, 0), 0), Err(Errno::EINVAL), "min_nr {min}");
+            for p in [buf.as_mut_ptr(), std::ptr::null_mut()] {
+                // SAFETY: `p` is NULL or our 4-entry buffer, valid for writes for the call.
+                let r = unsafe { get_events_on(b, q.fd, min, 0, &ts(5, 0), p, 0) };
+                assert_eq!(r, Err(Errno::EINVAL), "C library, min_nr {min}, buf {p:?}");
             }
         }
-        assert!(start.elapsed() < Duration::from_secs(2));
-        eprintln!("max_nr 0 -> {r:?} (spec section 3 does not define it)");
+        assert!(start.elapsed() < Duration::from_secs(2), "max_nr 0 waited");
+        q.expect(&ZERO, &[Want::new(KEVENT_UNOTIFY, 1)]);
+        assert_usable(&q);
+    }
+
+    /// D15: `min_nr > max_nr` is EINVAL (the call could never return `min_nr` events),
+    /// through the backend and through the C library (also past the C library's 4096-event
+    /// cap, where it must not clamp `min_nr` into range); nothing waits or is taken.
+    fn d15_get_events_min_nr_above_max_nr_einval(b) {
+        let q = Queue::new(b);
+        q.add_ok(&[user(1, KEVENT_REQ_READY)]);
+        let start = Instant::now();
+        let mut buf = vec![ukevent::default(); 5000];
+        for (min, max) in [(2u32, 1u32), (5, 4), (1000, 999), (u32::MAX, 16), (4098, 4097), (5000, 4097)] {
+            let slice = &mut buf[..max as usize];
+            assert_eq!(b.get_events(q.fd, min, slice, &ts(5, 0), 0), Err(Errno::EINVAL), "min_nr {min} max_nr {max}");
+            // SAFETY: `buf` holds 5000 entries, at least `max`, valid for writes for the call.
+            let r = unsafe { get_events_on(b, q.fd, min, max, &ts(5, 0), buf.as_mut_ptr(), 0) };
+            assert_eq!(r, Err(Errno::EINVAL), "C library, min_nr {min} max_nr {max}");
+        }
+        assert!(start.elapsed() < Duration::from_secs(2), "min_nr > max_nr waited");
+        // min_nr == max_nr is fine.
+        let got = q.get_events(2, 2, &ms(20), 0).expect("min_nr == max_nr");
+        expect_events(&got, &[Want::new(KEVENT_UNOTIFY, 1)]);
+        assert_usable(&q);
+    }
+
+    /// D15: a NULL `buf` with `max_nr > 0` is EFAULT, before the call waits or takes an
+    /// event (an event taken into nowhere would be lost). A slice cannot be NULL, so this
+    /// goes through the C library's entry point on each backend (native: the raw syscall).
+    fn d15_get_events_null_buf_with_max_nr_efault(b) {
+        let q = Queue::with_ring(b, 8);
+        q.add_ok(&[user(1, KEVENT_REQ_READY)]);
+        let start = Instant::now();
+        for (min, max, flags) in [(0, 1, 0), (1, 4, 0), (4, 4, 0), (0, 4096, 0), (1, 4097, 0), (1, u32::MAX, 0), (1, 4, KEVENT_FLAGS_ABSTIME)] {
+            let t = if flags == 0 { ts(5, 0) } else { realtime_in(Duration::from_secs(5)) };
+            // SAFETY: a NULL buffer: nothing may be written.
+            let r = unsafe { get_events_on(b, q.fd, min, max, &t, std::ptr::null_mut(), flags) };
+            assert_eq!(r, Err(Errno::EFAULT), "NULL buf, min_nr {min} max_nr {max} flags {flags:#x}");
+        }
+        assert!(start.elapsed() < Duration::from_secs(2), "a NULL buffer waited");
+        assert_eq!(q.kidx(), 0, "a refused call moved ring_kidx");
         q.expect(&ZERO, &[Want::new(KEVENT_UNOTIFY, 1)]);
         assert_usable(&q);
     }

@@ -27,6 +27,8 @@ mod bad_input;
 mod d10_fd_reuse;
 #[path = "d11_fork.rs"]
 mod d11_fork;
+#[path = "d17_state_reevaluation.rs"]
+mod d17_state_reevaluation;
 #[path = "faults.rs"]
 mod faults;
 #[path = "model.rs"]

@@ -158,6 +158,32 @@ isolated_test! {
         drop(r);
     }
 
+    /// D10 when the old kevent is re-checked at delivery: a READY mark on it (with and
+    /// without LAST_CHECK, which makes the queue look at the fd then, decision P6) after its
+    /// number went to a ready new file never reports the new file; the old kevent is
+    /// reported at most once, as BROKEN|DONE -EBADF.
+    fn d10_ready_mark_after_fd_reuse_never_reports_the_new_file(b) {
+        for req in [0, KEVENT_REQ_LAST_CHECK] {
+            let q = Queue::new(b);
+            let (s, _peer) = socketpair();
+            let x = s.as_raw_fd();
+            let mut old = on_fd(KEVENT_SOCKET, x, KEVENT_SOCKET_RECV, req);
+            old.set_cookie(OLD);
+            q.add_ok(&[old]);
+            // The new pair is made while `x` is taken, so that neither end lands on it.
+            let (s2, peer2) = socketpair();
+            drop(s);
+            let s2 = onto(s2, x);
+            assert_eq!(write_fd(peer2.as_raw_fd(), b"x"), 1);
+            let (n, _) = q.ready(&[old]);
+            assert!(n <= 1, "READY marked {n}");
+            let all = collect(&q, Duration::from_millis(50));
+            assert!(all.iter().all(|e| e.cookie() == OLD), "{all:#?}");
+            check_old(&all);
+            drop(s2);
+        }
+    }
+
     /// D10 with a duplicate keeping the old file open: the old file's readiness is not
     /// reported through the registration whose fd was closed (reported at most once, as
     /// BROKEN), and the new file on that number is not either.

@@ -204,6 +204,84 @@ backend_test! {
         q.expect_no_events();
     }
 
+    /// D14: REMOVE and MODIFY return 0 once every entry is processed; each entry's result
+    /// is only in the entry (`RET_DONE`). Here every entry is found, in calls of one and of
+    /// several entries, for occurrence and state kevents.
+    fn d14_remove_and_modify_return_zero_when_every_entry_is_found(b) {
+        let q = Queue::new(b);
+        let (a, _peer) = socketpair();
+        let s = on_fd(KEVENT_SOCKET, a.as_raw_fd(), KEVENT_SOCKET_RECV, 0);
+        let t = far_timer();
+        q.add_ok(&[user(1, 0), user(2, 0), s, t]);
+        let mut one = [user_c(1, 0, 5)];
+        assert_eq!(q.ctl(KEVENT_CTL_MODIFY, &mut one), Ok(0), "MODIFY of one found entry");
+        assert!(Want::new(KEVENT_UNOTIFY, 1).flags(KEVENT_RET_DONE).matches(&one[0]), "{one:?}");
+        let mut s2 = s;
+        s2.event = KEVENT_SOCKET_RECV | KEVENT_SOCKET_SEND;
+        let mut all = [user_c(1, 0, 6), user(2, KEVENT_REQ_ONESHOT), s2, t];
+        assert_eq!(q.ctl(KEVENT_CTL_MODIFY, &mut all), Ok(0), "MODIFY of four found entries");
+        for e in &all {
+            assert!(Want::of(e).flags(KEVENT_RET_DONE).matches(e), "MODIFY wrote back {e:?}");
+        }
+        let mut one = [user(1, 0)];
+        assert_eq!(q.ctl(KEVENT_CTL_REMOVE, &mut one), Ok(0), "REMOVE of one found entry");
+        assert!(Want::new(KEVENT_UNOTIFY, 1).flags(KEVENT_RET_DONE).matches(&one[0]), "{one:?}");
+        let mut rest = [user(2, 0), s, t];
+        assert_eq!(q.ctl(KEVENT_CTL_REMOVE, &mut rest), Ok(0), "REMOVE of three found entries");
+        for e in &rest {
+            assert!(Want::of(e).flags(KEVENT_RET_DONE).matches(e), "REMOVE wrote back {e:?}");
+        }
+        q.expect_no_events();
+        assert_usable(&q);
+    }
+
+    /// D14: entries that are not found do not change the return value: 0, with `-ENOENT`
+    /// in exactly those entries, whether some or all of them are missing.
+    fn d14_remove_and_modify_return_zero_when_entries_are_not_found(b) {
+        let q = Queue::new(b);
+        q.add_ok(&[user(1, 0), user(3, 0)]);
+        for cmd in [KEVENT_CTL_MODIFY, KEVENT_CTL_REMOVE] {
+            // Some found, some not (D3: the same id under another type is not found).
+            let mut tm = far_timer();
+            tm.id = kevent_id::from_u64(3);
+            let mut v = [user(1, 0), user(2, 0), user(3, 0), tm];
+            assert_eq!(q.ctl(cmd, &mut v), Ok(0), "cmd {cmd}, two of four found");
+            assert!(Want::new(KEVENT_UNOTIFY, 1).flags(KEVENT_RET_DONE).matches(&v[0]), "{v:?}");
+            assert!(Want::new(KEVENT_UNOTIFY, 2).broken(Errno::ENOENT).matches(&v[1]), "{v:?}");
+            assert!(Want::new(KEVENT_UNOTIFY, 3).flags(KEVENT_RET_DONE).matches(&v[2]), "{v:?}");
+            assert!(Want::of(&tm).broken(Errno::ENOENT).matches(&v[3]), "{v:?}");
+        }
+        // Now none is registered: 0 all the same.
+        for cmd in [KEVENT_CTL_MODIFY, KEVENT_CTL_REMOVE] {
+            let mut v = [user(1, 0), user(3, 0)];
+            assert_eq!(q.ctl(cmd, &mut v), Ok(0), "cmd {cmd}, none found");
+            for e in &v {
+                assert!(Want::of(e).broken(Errno::ENOENT).matches(e), "cmd {cmd}: {e:?}");
+            }
+        }
+        assert_usable(&q);
+    }
+
+    /// D14: MODIFY with unknown request flags in an entry fails that entry (`-EINVAL`, D1)
+    /// and returns 0; the other entries are modified, the failed one keeps its old flags.
+    fn d14_modify_with_bad_req_flags_in_an_entry_returns_zero(b) {
+        let q = Queue::new(b);
+        q.add_ok(&[user_c(1, 0, 10), user_c(2, 0, 20)]);
+        let mut v = [user_c(1, 0x4000, 11), user_c(2, KEVENT_REQ_ONESHOT, 21), user(9, 0)];
+        assert_eq!(q.ctl(KEVENT_CTL_MODIFY, &mut v), Ok(0));
+        assert!(Want::new(KEVENT_UNOTIFY, 1).broken(Errno::EINVAL).matches(&v[0]), "{v:?}");
+        assert!(Want::new(KEVENT_UNOTIFY, 2).flags(KEVENT_RET_DONE).matches(&v[1]), "{v:?}");
+        assert!(Want::new(KEVENT_UNOTIFY, 9).broken(Errno::ENOENT).matches(&v[2]), "{v:?}");
+        // 1 kept its cookie and stays registered after a delivery; 2 became ONESHOT.
+        q.ready_ids(&[1, 2]);
+        q.expect(&ZERO, &[Want::new(KEVENT_UNOTIFY, 1).cookie(10), Want::new(KEVENT_UNOTIFY, 2).cookie(21)]);
+        let (n, missing) = q.ready(&[user(1, 0), user(2, 0)]);
+        assert_eq!(n, 1);
+        expect_events(&missing, &[Want::new(KEVENT_UNOTIFY, 2)]);
+        q.remove_ok(&[user(1, 0)]);
+        assert_usable(&q);
+    }
+
     /// A ready kevent that is removed is never delivered afterwards (occurrence and state).
     fn s3_ctl_removed_ready_kevent_never_delivered(b) {
         let q = Queue::new(b);

@@ -202,19 +202,28 @@ static void ctl_entries(int q)
 	CHECK_ENTRY(ev[0], EINVAL);
 	CHECK_ENTRY(ev[1], EINVAL);
 
-	/* REMOVE and MODIFY: every entry comes back in place; missing ones with -ENOENT. */
+	/* REMOVE and MODIFY: every entry comes back in place; missing ones with -ENOENT. The call
+	 * returns 0 once every entry is processed, whatever the entries say (D14). */
 	ev[0] = entry(KEVENT_UNOTIFY, 10, 1);
 	ev[1] = entry(KEVENT_UNOTIFY, 12345, 1);
 	ev[2] = entry(KEVENT_TIMER, 10, 1); /* D3: the type is part of the key */
 	r = kevent_ctl(q, KEVENT_CTL_REMOVE, 3, ev);
-	CHECK(r >= 0, "REMOVE returned %d", r);
+	CHECK(r == 0, "REMOVE returned %d, expected 0 (D14)", r);
 	CHECK(ev[0].ret_flags == KEVENT_RET_DONE, "REMOVE found: ret_flags %#x", ev[0].ret_flags);
 	CHECK_ENTRY(ev[1], ENOENT);
 	CHECK_ENTRY(ev[2], ENOENT);
 	ev[0] = entry(KEVENT_UNOTIFY, 10, 1);
 	r = kevent_ctl(q, KEVENT_CTL_MODIFY, 1, ev);
-	CHECK(r >= 0, "MODIFY returned %d", r);
+	CHECK(r == 0, "MODIFY returned %d, expected 0 (D14)", r);
 	CHECK_ENTRY(ev[0], ENOENT);
+	/* D14: MODIFY with unknown request flags in an entry fails that entry, not the call. */
+	ev[0] = entry(KEVENT_UNOTIFY, 11, 1);
+	ev[1] = entry(KEVENT_UNOTIFY, 11, 1);
+	ev[1].req_flags = 0x4000;
+	r = kevent_ctl(q, KEVENT_CTL_MODIFY, 2, ev);
+	CHECK(r == 0, "MODIFY with a bad entry returned %d, expected 0 (D14)", r);
+	CHECK(ev[0].ret_flags == KEVENT_RET_DONE, "MODIFY found: ret_flags %#x", ev[0].ret_flags);
+	CHECK_ENTRY(ev[1], EINVAL);
 
 	/* READY on a kevent that is not there: copied to the start of arg, count 0. */
 	ev[0] = entry(KEVENT_UNOTIFY, 777, 1);
@@ -238,6 +247,20 @@ static void get_events_args(int q)
 	CHECK(kevent_get_events(q, 1, 4, ts(0, 0), out, 0) == 0, "nothing ready");
 	CHECK(kevent_get_events(q, 1, 4, ts(1, 0), out, KEVENT_FLAGS_ABSTIME) == 0,
 	      "ABSTIME in the past");
+
+	/* D15: argument errors, before any wait and whatever is ready. */
+	struct ukevent r15 = entry(KEVENT_UNOTIFY, 15, 1);
+	r15.req_flags = KEVENT_REQ_READY | KEVENT_REQ_ONESHOT;
+	CHECK(kevent_ctl(q, KEVENT_CTL_ADD, 1, &r15) == 0, "ADD UNOTIFY 15 ready");
+	CHECK_ERRNO(kevent_get_events(q, 0, 0, ts(1, 0), out, 0), EINVAL);  /* max_nr == 0 */
+	CHECK_ERRNO(kevent_get_events(q, 1, 0, ts(1, 0), NULL, 0), EINVAL); /* also with NULL */
+	CHECK_ERRNO(kevent_get_events(q, 5, 4, ts(1, 0), out, 0), EINVAL);  /* min_nr > max_nr */
+	CHECK_ERRNO(kevent_get_events(q, 0xffffffffu, 4, ts(1, 0), out, 0), EINVAL);
+	CHECK_ERRNO(kevent_get_events(q, 1, 4, ts(1, 0), NULL, 0), EFAULT); /* NULL, max_nr > 0 */
+	CHECK_ERRNO(kevent_get_events(q, 0, 1, ts(0, 0), NULL, 0), EFAULT);
+	/* None of them took the ready event. */
+	CHECK(kevent_get_events(q, 1, 4, ts(0, 0), out, 0) == 1 && out[0].id.raw[0] == 15,
+	      "UNOTIFY 15 still ready after the D15 errors");
 
 	/* EFAULT when there are events to copy and the buffer cannot take them. */
 	struct ukevent ev = entry(KEVENT_UNOTIFY, 20, 1);

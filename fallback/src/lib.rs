@@ -121,9 +121,12 @@ pub unsafe fn kevent_init(ring: *mut kevent_ring, num: u32, flags: u32) -> Resul
 /// `kevent_ctl(fd, cmd, events.len(), events)`—ADD, REMOVE, MODIFY or READY.
 ///
 /// Returns what spec section 3 says per command: ADD, the number of entries written back to
-/// the start of `events` (ready at once, or failed with `RET_BROKEN`); REMOVE/MODIFY, the
-/// number of entries (each written back in place); READY, the number marked (the entries not
-/// found are copied to the start); READY with no entries wakes every waiter.
+/// the start of `events` (ready at once, or failed with `RET_BROKEN`); REMOVE/MODIFY, 0 once
+/// every entry is processed (**D14**), whatever each entry's result: every entry is written
+/// back in place with `RET_DONE`, plus `RET_BROKEN` and `ret_data[1] = -errno` if it failed
+/// (`ENOENT` not found, `EINVAL` unknown request flags, `EBADF` **D10**); READY, the number
+/// marked (the entries not found are copied to the start); READY with no entries wakes every
+/// waiter.
 ///
 /// # Errors
 ///
@@ -139,8 +142,9 @@ pub fn kevent_ctl(fd: RawFd, cmd: u32, events: &mut [ukevent]) -> Result<u32, Er
 ///
 /// # Errors
 ///
-/// `EBADF`, `EINVAL` (not a queue; empty `buf`; `min_nr > buf.len()`; a bad timeout; unknown
-/// flags, **D1**).
+/// `EBADF`, `EINVAL` (not a queue; an empty `buf`, i.e. `max_nr == 0`, or
+/// `min_nr > buf.len()`, **D15**; a bad timeout; unknown flags, **D1**). A slice cannot be
+/// NULL: the `EFAULT` of D15 for a NULL `buf` is the C library's (or the kernel's) to give.
 pub fn kevent_get_events(
     fd: RawFd,
     min_nr: u32,

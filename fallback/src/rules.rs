@@ -69,8 +69,13 @@ pub(crate) fn edge(req_flags: u32) -> bool {
 pub(crate) enum AddAction {
     /// Register; it will be delivered when its source reports.
     Register,
-    /// Register and queue as ready now (REQ_READY, or ready at ADD with ALWAYS_QUEUE).
-    RegisterQueued,
+    /// Register a source that is ready now (ALWAYS_QUEUE). It is queued by the source
+    /// itself: for the state types (the only ones that can be ready at ADD) the epoll
+    /// registration holds it ready and the next harvest reports it, re-evaluated then (spec
+    /// section 4, LAST_CHECK on every path).
+    RegisterReady,
+    /// Register and mark ready (REQ_READY), as a `READY` would (decision P6).
+    RegisterMarked,
     /// Ready at once: written back with `RET_DONE`, not registered.
     ReturnReady,
 }
@@ -78,15 +83,28 @@ pub(crate) enum AddAction {
 /// The immediate-return rule of ADD (spec sections 3 and 4).
 pub(crate) fn on_add(req_flags: u32, ready_now: bool) -> AddAction {
     if req_flags & KEVENT_REQ_READY != 0 {
-        AddAction::RegisterQueued
+        AddAction::RegisterMarked
     } else if ready_now {
         if req_flags & KEVENT_REQ_ALWAYS_QUEUE != 0 {
-            AddAction::RegisterQueued
+            AddAction::RegisterReady
         } else {
             AddAction::ReturnReady
         }
     } else {
         AddAction::Register
+    }
+}
+
+/// What a READY mark on a state kevent (SOCKET, PIPE, POLL) delivers, given what its source
+/// has at delivery (`None`: not ready). Decision P6: with LAST_CHECK the mark is re-checked
+/// like every other path that queues a kevent, so a source that is not ready vetoes it;
+/// without LAST_CHECK the mark is an occurrence, delivered once, with whatever the source
+/// has then (`ret_data[0] == 0` when nothing).
+pub(crate) fn marked_state_report(req_flags: u32, now: Option<Report>) -> Option<Report> {
+    match now {
+        Some(r) => Some(r),
+        None if last_check(req_flags) => None,
+        None => Some(Report::Ready([0, 0])),
     }
 }
 
@@ -152,7 +170,7 @@ mod tests {
         assert_eq!(on_add(0, true), AddAction::ReturnReady);
         assert_eq!(
             on_add(KEVENT_REQ_ALWAYS_QUEUE, true),
-            AddAction::RegisterQueued
+            AddAction::RegisterReady
         );
         assert_eq!(on_add(KEVENT_REQ_ALWAYS_QUEUE, false), AddAction::Register);
         assert_eq!(on_add(0, false), AddAction::Register);
@@ -160,8 +178,38 @@ mod tests {
 
     #[test]
     fn s4_req_ready_queues_at_add_and_is_not_returned() {
-        assert_eq!(on_add(KEVENT_REQ_READY, false), AddAction::RegisterQueued);
-        assert_eq!(on_add(KEVENT_REQ_READY, true), AddAction::RegisterQueued);
+        assert_eq!(on_add(KEVENT_REQ_READY, false), AddAction::RegisterMarked);
+        assert_eq!(on_add(KEVENT_REQ_READY, true), AddAction::RegisterMarked);
+        assert_eq!(
+            on_add(KEVENT_REQ_READY | KEVENT_REQ_ALWAYS_QUEUE, true),
+            AddAction::RegisterMarked
+        );
+    }
+
+    #[test]
+    fn p6_ready_mark_on_a_state_kevent_with_and_without_last_check() {
+        let ready = Some(Report::Ready([1, 0]));
+        let broken = Some(Report::Broken(Errno::EPIPE));
+        for req in [
+            0,
+            KEVENT_REQ_LAST_CHECK,
+            KEVENT_REQ_ET | KEVENT_REQ_LAST_CHECK,
+        ] {
+            // What the source has at delivery, whatever the flags.
+            assert_eq!(marked_state_report(req, ready), ready);
+            assert_eq!(marked_state_report(req, broken), broken);
+        }
+        // Not ready: LAST_CHECK vetoes the mark; without it the mark is delivered, empty.
+        assert_eq!(marked_state_report(KEVENT_REQ_LAST_CHECK, None), None);
+        assert_eq!(
+            marked_state_report(effective_req_flags(KEVENT_POLL, 0), None),
+            None
+        );
+        assert_eq!(marked_state_report(0, None), Some(Report::Ready([0, 0])));
+        assert_eq!(
+            marked_state_report(KEVENT_REQ_ET, None),
+            Some(Report::Ready([0, 0]))
+        );
     }
 
     #[test]

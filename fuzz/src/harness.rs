@@ -6,10 +6,11 @@
 //! * no crash (a fault inside the library kills the process; the fuzzer reports it);
 //! * `-1` comes with an `errno` from the set the spec allows for that call, and with one of
 //!   the errnos of the conditions the harness knows apply (closed fd → `EBADF`, non-queue fd
-//!   → `EINVAL`, unknown flags (D1), bad timespec, `num > 0 && arg == NULL` → `EFAULT`, …);
-//!   a call with such a condition never succeeds;
-//! * counts never exceed what was asked (`ctl` ≤ `num`, `get_events` ≤ `max_nr` and ≤ 4096,
-//!   `wait` ≤ `num`);
+//!   → `EINVAL`, unknown flags (D1), bad timespec, `num > 0 && arg == NULL` → `EFAULT`,
+//!   `get_events` with `max_nr == 0` or `min_nr > max_nr` → `EINVAL` and a NULL `buf` with
+//!   `max_nr > 0` → `EFAULT` (D15), …); a call with such a condition never succeeds;
+//! * counts never exceed what was asked (`ctl` ≤ `num`, and REMOVE/MODIFY return exactly 0
+//!   (D14); `get_events` ≤ `max_nr` and ≤ 4096, `wait` ≤ `num`);
 //! * ADD writes back only entries of the input, in order, each `RET_DONE`, failures with a
 //!   per-entry errno of the spec; only fd types are "ready at once"; READY copies the entries
 //!   not found, in order;
@@ -1252,6 +1253,9 @@ impl Harness {
         if n > num {
             violation!(self, "kevent_ctl returned {n} for num {num}");
         }
+        if (cmd == KEVENT_CTL_REMOVE || cmd == KEVENT_CTL_MODIFY) && n != 0 {
+            violation!(self, "REMOVE/MODIFY returned {n}, not 0 (D14)");
+        }
         let Buf::Mem { g, ro: false, .. } = &buf else {
             return;
         };
@@ -1422,14 +1426,15 @@ impl Harness {
         if bad_ts || bad_flags {
             x.must(libc::EINVAL);
         }
-        if max_nr == 0 {
+        // D15: the count checks, and NULL with max_nr > 0, fail before any wait.
+        if max_nr == 0 || min_nr > max_nr {
             x.must(libc::EINVAL);
-        }
-        if min_nr > max_nr {
-            x.maybe(libc::EINVAL);
         }
         let want = max_nr.min(MAX_OUT) as usize;
         let buf = self.gen_buf(s, want, |_| event_from_bytes([0x5A; UKEVENT]));
+        if matches!(buf, Buf::Null) && max_nr > 0 {
+            x.must(libc::EFAULT);
+        }
         if !buf.writable() || buf.cap() < want {
             x.maybe(libc::EFAULT);
         }

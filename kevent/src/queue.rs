@@ -71,6 +71,9 @@ impl Inner {
         self.keys.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// `kevent_ctl` on this queue. The count it returns means what the command defines:
+    /// for REMOVE and MODIFY it is always 0 (**D14**), and each entry's result (found or
+    /// `-ENOENT`, `-EINVAL`, …) is read back from the entry, never derived from the count.
     pub(crate) fn ctl(&self, op: Op, cmd: u32, entries: &mut [ukevent]) -> Result<u32> {
         self.backend
             .ctl(self.fd.as_raw_fd(), cmd, entries)
@@ -398,6 +401,12 @@ impl Queue {
     /// not found are copied to the start of `arg`"). An empty `keys` marks nothing (use
     /// [`Queue::wake`] to wake waiters).
     ///
+    /// A mark on a socket, pipe or poll kevent (decision P6 in `docs/decisions.md`) is
+    /// re-checked like any queued state event when the kevent has
+    /// [`ReqFlags::LAST_CHECK`](crate::ReqFlags::LAST_CHECK) (poll kevents always do): if
+    /// its source is not ready at delivery, nothing is delivered. Without LAST_CHECK the
+    /// mark is delivered once, with whatever the source has then (possibly nothing).
+    ///
     /// # Errors
     ///
     /// [`Op::Ready`] when the call fails (`EBADF`/`EINVAL`: the queue fd is not a queue).
@@ -444,8 +453,10 @@ impl Queue {
     ///
     /// # Errors
     ///
-    /// [`Op::GetEvents`]: `EINVAL` when `min` exceeds the capacity (refused before the call),
-    /// for a timeout the ABI refuses, or when the fd is not a queue; `EBADF` for a closed fd.
+    /// [`Op::GetEvents`]: `EINVAL` when `min` exceeds the capacity (**D15**; refused before
+    /// the call, as [`Error::Invalid`]), for a timeout the ABI refuses, or when the fd is not
+    /// a queue; `EBADF` for a closed fd. (The other argument errors of D15, `max_nr == 0`
+    /// and a NULL buffer, cannot happen: an [`Events`] holds at least one event.)
     pub fn get_events(
         &self,
         events: &mut Events,

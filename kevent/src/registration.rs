@@ -138,6 +138,7 @@ impl Guard {
             return Ok(false);
         }
         let mut entry = [self.key().to_ukevent()];
+        // D14: the call returns 0; whether the kevent was found is in the entry.
         q.ctl(Op::Remove, KEVENT_CTL_REMOVE, &mut entry)?;
         Ok(entry[0].ret_flags & KEVENT_RET_BROKEN == 0)
     }
@@ -248,7 +249,9 @@ impl<F> Registration<F> {
     /// `kevent_ctl(KEVENT_CTL_REMOVE)`—Unregisters the kevent and hands back the fd holder.
     ///
     /// A ready kevent that is removed is never delivered afterwards (spec section 3). A
-    /// kevent already gone (ONESHOT delivered, BROKEN, or the queue closed) is not an error.
+    /// kevent already gone (ONESHOT delivered, BROKEN, or the queue closed) is not an error:
+    /// the ABI reports it only in the written-back entry (`-ENOENT`; the call itself returns
+    /// 0 either way, **D14**).
     ///
     /// # Errors
     ///
@@ -269,6 +272,11 @@ impl<F> Registration<F> {
 
     /// `kevent_ctl(KEVENT_CTL_READY)`—Marks this kevent ready; returns whether it was still
     /// registered.
+    ///
+    /// On a socket, pipe or poll kevent with [`ReqFlags::LAST_CHECK`] (poll kevents always
+    /// have it), a mark whose source is not ready at delivery delivers nothing; without it,
+    /// the mark is delivered once with what the source has then (decision P6, see
+    /// [`Queue::ready`](crate::Queue::ready)).
     ///
     /// # Errors
     ///
@@ -328,12 +336,18 @@ impl<F> Modify<'_, F> {
     /// `kevent_ctl(KEVENT_CTL_MODIFY)`—Replaces the kevent's event mask, request flags and
     /// cookie.
     ///
+    /// For a socket, pipe or poll kevent the source is re-evaluated under the new mask, as
+    /// `EPOLL_CTL_MOD` does (**D17**): if it is ready now the kevent is queued (with
+    /// [`ReqFlags::ET`] as one new edge); if not, nothing queued for it before (readiness
+    /// under the old mask, a [`Registration::ready`] mark) is delivered.
+    ///
     /// # Errors
     ///
     /// [`Op::Modify`]: `ENOENT` when the kevent is no longer registered (ONESHOT delivered,
     /// BROKEN, re-added by a newer registration, or the queue closed); `EINVAL` for unknown
     /// request flags; `EBADF` when the fd no longer names the registered file (**D10**); or
-    /// the call's own error.
+    /// the call's own error. The ABI call returns 0 whatever happened to the entry
+    /// (**D14**): these per-entry results are read from the written-back entry.
     pub fn apply(self) -> Result<()> {
         let guard = &mut self.reg.guard;
         let Some(q) = guard.queue.upgrade() else {
@@ -344,6 +358,7 @@ impl<F> Modify<'_, F> {
             return Err(Error::os(Op::Modify, Errno::ENOENT));
         }
         let mut entry = [self.uk];
+        // D14: the call returns 0; the entry's result is in the entry.
         q.ctl(Op::Modify, KEVENT_CTL_MODIFY, &mut entry)?;
         if entry[0].ret_flags & KEVENT_RET_BROKEN != 0 {
             let e = Errno::from_negated(entry[0].ret_data[1]).unwrap_or(Errno::EIO);

@@ -9,7 +9,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use kevent::{Added, EventKind, Key, Queue, ReqFlags, RetFlags, Socket, SocketEvents};
+use kevent::{Added, EventKind, Key, Queue, ReqFlags, RetFlags, Socket, SocketEvents, User};
 use util::{ExpectEvent, expect_events, expect_no_events};
 
 const QUIET: Duration = Duration::from_millis(50);
@@ -299,6 +299,75 @@ fn s3_modify_of_a_delivered_oneshot_is_enoent() {
     let err = reg.modify().cookie(5).apply().unwrap_err();
     assert_eq!(err.op(), kevent::Op::Modify);
     assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+}
+
+/// D14: the ABI call returns 0 whatever its entry says; the per-entry result still reaches
+/// the user: unknown request flags are a typed `EINVAL`, the registration is unchanged and
+/// keeps working, and REMOVE of a kevent already gone is not an error.
+#[test]
+fn d14_per_entry_results_of_modify_and_remove_reach_the_user() {
+    let q = Queue::new().unwrap();
+    let (a, mut b) = pair();
+    let mut reg = q
+        .add(Socket::new(&a, SocketEvents::RECV).cookie(1))
+        .unwrap()
+        .registration()
+        .unwrap();
+    let err = reg
+        .modify()
+        .flags(ReqFlags::from_bits_retain(0x4000))
+        .cookie(2)
+        .apply()
+        .unwrap_err();
+    assert_eq!(err.op(), kevent::Op::Modify);
+    assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
+    assert_eq!(reg.cookie(), 1, "a failed MODIFY changes nothing");
+    b.write_all(b"x").unwrap();
+    expect_events(
+        &q,
+        vec![ExpectEvent::with(key(&a), "RECV, cookie 1", |e| {
+            e.cookie() == 1
+        })],
+    );
+    let oneshot = q
+        .add(User::new(3).flags(ReqFlags::ONESHOT | ReqFlags::READY))
+        .unwrap()
+        .registration()
+        .unwrap();
+    expect_events(&q, vec![ExpectEvent::key(Key::user(3)), readable(&a)]);
+    oneshot
+        .remove()
+        .expect("REMOVE of a delivered ONESHOT is not an error");
+    drop(reg);
+    expect_no_events(&q, QUIET);
+}
+
+/// D17: MODIFY re-evaluates the socket under the new mask, as `EPOLL_CTL_MOD`: a READY mark
+/// on a socket that is not ready is dropped by a MODIFY; an edge-triggered socket that is
+/// ready is delivered once more (one new edge) after a MODIFY.
+#[test]
+fn d17_modify_reevaluates_the_socket() {
+    let q = Queue::new().unwrap();
+    let (a, mut b) = pair();
+    let mut reg = q
+        .add(Socket::new(&a, SocketEvents::RECV).flags(ReqFlags::ET))
+        .unwrap()
+        .registration()
+        .unwrap();
+    assert!(reg.ready().unwrap());
+    reg.modify().cookie(4).apply().unwrap();
+    expect_no_events(&q, QUIET);
+    b.write_all(b"x").unwrap();
+    expect_events(&q, vec![readable(&a)]);
+    expect_no_events(&q, QUIET);
+    reg.modify().cookie(5).apply().unwrap();
+    expect_events(
+        &q,
+        vec![ExpectEvent::with(key(&a), "RECV, cookie 5", |e| {
+            e.cookie() == 5
+        })],
+    );
+    expect_no_events(&q, QUIET);
 }
 
 #[test]

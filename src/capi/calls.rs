@@ -27,7 +27,8 @@
 
 use std::os::raw::{c_int, c_uint};
 
-use kevent_sys::{kevent_ring, syscall, ukevent};
+use kevent::backend::RawBackend;
+use kevent_sys::{Errno, kevent_ring, syscall, ukevent};
 
 use super::backend::process;
 use super::errno::c_return;
@@ -82,6 +83,9 @@ pub unsafe extern "C" fn kevent_ctl(
 /// timeout, struct ukevent *buf, unsigned int flags)`—Waits for ready kevents and copies up to
 /// `max_nr` into `buf`; returns how many, or -1 with `errno`.
 ///
+/// `max_nr == 0` or `min_nr > max_nr` is `EINVAL`, a NULL `buf` with `max_nr > 0` is `EFAULT`
+/// (spec **D15**), before the call waits or takes any event.
+///
 /// # Backends
 ///
 /// On the fallback one call returns at most 4096 events (and `min_nr` is clamped to that).
@@ -98,23 +102,49 @@ pub unsafe extern "C" fn kevent_get_events(
     buf: *mut ukevent,
     flags: c_uint,
 ) -> c_int {
-    c_return(process().and_then(|b| match b.syscalls() {
-        // SAFETY: `t` came from detection; the kernel writes `buf` itself (EFAULT for a bad
-        // pointer); `timeout` is a local; a ring of `fd` is covered by kevent_init's contract.
+    c_return(process().and_then(|b| {
+        // SAFETY: this function's C contract is `get_events_on`'s.
+        unsafe { get_events_on(b, fd, min_nr, max_nr, &timeout, buf, flags) }
+    }))
+}
+
+/// What [`kevent_get_events`] does, on the backend `b` instead of the process's, returning
+/// the `Errno` instead of setting `errno`. The conformance suite runs the C library's
+/// argument checks through it on every backend a machine has.
+///
+/// # Safety
+///
+/// `buf` is NULL, or an address with nothing mapped, or valid for writes of `max_nr`
+/// ukevents that nothing else reads or writes during the call (the call may write any of
+/// them); a ring registered with `fd` is covered by `kevent_init`'s contract.
+pub unsafe fn get_events_on(
+    b: RawBackend,
+    fd: c_int,
+    min_nr: c_uint,
+    max_nr: c_uint,
+    timeout: &libc::timespec,
+    buf: *mut ukevent,
+    flags: c_uint,
+) -> Result<u32, Errno> {
+    match b.syscalls() {
+        // SAFETY: `t` came from detection; the kernel checks and writes `buf` itself (EFAULT
+        // for a bad pointer, D15 for NULL); `timeout` is a reference; a ring of `fd` is
+        // covered by kevent_init's contract.
         Some(t) => unsafe {
-            syscall::kevent_get_events(&t, fd, min_nr, max_nr, &timeout, buf, flags)
+            syscall::kevent_get_events(&t, fd, min_nr, max_nr, timeout, buf, flags)
         },
         None => uaccess::with_events_out(buf, max_nr, |ev| {
-            // `ev` is shorter than `max_nr` only past MAX_OUT: then wait for at most that many.
+            // `ev` is shorter than `max_nr` only past MAX_OUT: then wait for at most that many
+            // (a `min_nr` above `max_nr` goes through unchanged, for the engine's EINVAL, D15).
             let len = u32::try_from(ev.len()).unwrap_or(u32::MAX);
-            let min_nr = if len < max_nr {
+            let min_nr = if len < max_nr && min_nr <= max_nr {
                 min_nr.min(len)
             } else {
                 min_nr
             };
-            b.get_events(fd, min_nr, ev, &timeout, flags)
+            b.get_events(fd, min_nr, ev, timeout, flags)
         }),
-    }))
+    }
 }
 
 /// `int kevent_wait(int fd, unsigned int num, unsigned int old_uidx, struct timespec timeout,

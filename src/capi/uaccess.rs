@@ -484,12 +484,17 @@ thread_local! {
 
 /// Runs `f` on a private buffer of `min(max_nr, MAX_OUT)` initialized ukevents; `f` returns
 /// how many it filled, which are then written to the C caller's `user`. `EFAULT` if they
-/// cannot be; nothing is written (and `user` may be anything) when `f` returns 0.
+/// cannot be; nothing is written when `f` returns 0. A NULL `user` with `max_nr > 0` is
+/// `EFAULT` before `f` runs (spec **D15**: the call must not wait, nor take events it could
+/// never hand out); other addresses are checked only when there is something to write.
 pub(crate) fn with_events_out(
     user: *mut ukevent,
     max_nr: u32,
     f: impl FnOnce(&mut [ukevent]) -> Result<u32, Errno>,
 ) -> Result<u32, Errno> {
+    if user.is_null() && max_nr > 0 {
+        return Err(Errno::EFAULT);
+    }
     let n = (max_nr as usize).min(MAX_OUT);
     let run = |buf: &mut Vec<ukevent>| -> Result<u32, Errno> {
         if buf.len() < n {
@@ -729,19 +734,34 @@ mod tests {
             });
             assert_eq!(r, Ok(2));
             assert_eq!(arr.map(|e| e.event), [9, 8, 0, 0]);
-            // Nothing to write: any buffer is fine. Something to write: EFAULT.
-            assert_eq!(with_events_out(std::ptr::null_mut(), 4, |_| Ok(0)), Ok(0));
+            // D15: NULL with room for events is EFAULT before `f` runs (it must not wait);
+            // NULL with no room is left to the engine (EINVAL for max_nr == 0).
+            let ran = std::cell::Cell::new(false);
+            let f = |_: &mut [ukevent]| {
+                ran.set(true);
+                Ok(0)
+            };
             assert_eq!(
-                with_events_out(std::ptr::null_mut(), 4, |_| Ok(1)),
+                with_events_out(std::ptr::null_mut(), 4, f),
                 Err(Errno::EFAULT)
             );
+            assert_eq!(
+                with_events_out(std::ptr::null_mut(), u32::MAX, f),
+                Err(Errno::EFAULT)
+            );
+            assert!(!ran.get(), "f ran for a NULL buffer");
+            assert_eq!(with_events_out(std::ptr::null_mut(), 0, f), Ok(0));
+            assert!(ran.get());
+            // Other addresses: nothing to write, any buffer is fine; something to write,
+            // EFAULT.
             let p = Pages::new();
+            assert_eq!(with_events_out(p.ro.cast(), 4, |_| Ok(0)), Ok(0));
             assert_eq!(
                 with_events_out(p.ro.cast(), 4, |_| Ok(1)),
                 Err(Errno::EFAULT)
             );
             // The buffer is capped.
-            let r = with_events_out(std::ptr::null_mut(), u32::MAX, |ev| {
+            let r = with_events_out(p.ro.cast(), u32::MAX, |ev| {
                 assert_eq!(ev.len(), MAX_OUT);
                 Ok(0)
             });

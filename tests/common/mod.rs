@@ -792,12 +792,16 @@ impl Queue {
         assert!(back.is_empty(), "ADD wrote back {back:#?}");
     }
 
-    /// REMOVE or MODIFY; returns the entries as written back in place.
+    /// REMOVE or MODIFY; returns the entries as written back in place. The call itself
+    /// must return 0 (**D14**), whatever the entries' results.
     #[track_caller]
     pub fn ctl_in_place(&self, cmd: u32, evs: &[ukevent]) -> Vec<ukevent> {
         let mut v = evs.to_vec();
         let n = self.ctl(cmd, &mut v).expect("kevent_ctl");
-        assert_eq!(n as usize, v.len(), "REMOVE/MODIFY returns the entry count");
+        assert_eq!(
+            n, 0,
+            "REMOVE/MODIFY returns 0 once every entry is processed (D14)"
+        );
         v
     }
 

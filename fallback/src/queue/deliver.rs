@@ -63,6 +63,11 @@ impl State {
             let Some(kev) = self.reg.get_mut(slot) else {
                 continue;
             };
+            if !kev.queued {
+                // Taken off the ready list since (MODIFY, D17), or a second token of a
+                // kevent queued again meanwhile whose first token was already taken.
+                continue;
+            }
             if kev.stamp == call {
                 deferred.push(tok);
                 continue;
@@ -90,19 +95,41 @@ impl State {
             return false;
         };
         let uk = kev.uk;
+        // The fd no longer names the registered file (D10): reported once, BROKEN.
+        let mut stale = false;
         let report = match &mut kev.source {
-            Source::Fd { fd, .. } => {
+            Source::Fd { fd, file } => {
                 let revents = match fresh {
-                    Some(r) => r,
-                    None if rules::last_check(uk.req_flags) && !kev.marked => {
-                        fd::poll_now(uk.type_, *fd, uk.event)
+                    Some(r) => Some(r),
+                    // Spec section 4: with LAST_CHECK, whatever queued the kevent (a harvest
+                    // that found the sink full, a READY mark), it reports what its source
+                    // has now. A READY mark always looks (decision P6).
+                    None if rules::last_check(uk.req_flags) || kev.marked => {
+                        fd::poll_registered(uk.type_, *fd, *file, uk.event)
                     }
-                    None => kev.revents,
+                    None => Some(kev.revents),
                 };
-                match fd::report(uk.type_, *fd, uk.event, revents) {
+                let now = match revents {
+                    Some(r) => fd::report(uk.type_, *fd, uk.event, r),
+                    None => {
+                        stale = true;
+                        Some(Report::Broken(kevent_sys::Errno::EBADF))
+                    }
+                };
+                let now = if kev.marked {
+                    rules::marked_state_report(uk.req_flags, now)
+                } else {
+                    now
+                };
+                match now {
                     Some(r) => r,
-                    None if kev.marked => Report::Ready([0, 0]),
-                    None => return false,
+                    None => {
+                        // Not ready at delivery: not delivered (a READY mark is consumed);
+                        // the source's next readiness delivers it again.
+                        kev.marked = false;
+                        kev.pending = 0;
+                        return false;
+                    }
                 }
             }
             Source::Timer { last_expiry_ns, .. } => timer::report(*last_expiry_ns, kev.pending),
@@ -125,7 +152,7 @@ impl State {
         let wakes_all = rules::wakes_all(uk.req_flags);
         sink.put(d.event, self.ring.as_mut());
         if d.unregister {
-            self.unregister(slot, ctx, false);
+            self.unregister(slot, ctx, stale);
         }
         if wakes_all && self.sleepers > 0 {
             // WAKEUP_ALL: every sleeper wakes to look (the wake eventfd is level-triggered, so

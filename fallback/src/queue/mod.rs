@@ -257,7 +257,8 @@ impl Queue {
                 for e in events.iter_mut() {
                     st.remove_or_modify(cmd, e, ctx);
                 }
-                events.len() as u32
+                // D14: 0 once every entry is processed; each entry's result is in the entry.
+                0
             }
             _ => {
                 if events.is_empty() {
@@ -462,8 +463,37 @@ impl State {
         if !kev.queued {
             kev.queued = true;
             self.queued += 1;
+            self.compact_ready();
             self.ready.push_back(token::make(generation, slot));
         }
+    }
+
+    /// Takes a kevent off the ready list and forgets its READY marks (MODIFY, **D17**). Its
+    /// token stays in `ready` until a wait or [`State::compact_ready`] skips it.
+    fn unqueue(&mut self, slot: u32) {
+        let Some(kev) = self.reg.get_mut(slot) else {
+            return;
+        };
+        kev.marked = false;
+        kev.pending = 0;
+        if kev.queued {
+            kev.queued = false;
+            self.dequeued();
+        }
+    }
+
+    /// Drops the tokens of kevents that are no longer queued once they outnumber the live
+    /// ones, so that MODIFY and REMOVE of queued kevents between waits cannot grow the ready
+    /// list without bound (amortised O(1) per token).
+    fn compact_ready(&mut self) {
+        if self.ready.len() < 2 * self.queued + 64 {
+            return;
+        }
+        let reg = &self.reg;
+        self.ready.retain(|&tok| {
+            let (generation, slot) = token::split(tok);
+            reg.generation(slot) == Some(generation) && reg.get(slot).is_some_and(|k| k.queued)
+        });
     }
 
     /// A queued kevent left the ready list (taken, or unregistered).

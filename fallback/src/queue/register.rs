@@ -69,15 +69,19 @@ impl State {
             self.unregister(slot, ctx, true);
             return Err(err);
         }
-        if action == AddAction::RegisterQueued {
-            if let Some(kev) = self.reg.get_mut(slot) {
-                kev.marked = true;
-                kev.pending = kev.pending.saturating_add(1);
-                if let Some(Report::Ready([bits, _])) = prepared.ready_now {
-                    kev.revents = bits;
+        match action {
+            AddAction::RegisterMarked => {
+                if let Some(kev) = self.reg.get_mut(slot) {
+                    kev.marked = true;
+                    kev.pending = kev.pending.saturating_add(1);
                 }
+                self.queue(slot);
             }
-            self.queue(slot);
+            // ALWAYS_QUEUE on a ready state source: `EPOLL_CTL_ADD` found it ready and holds
+            // it in epoll's ready list, so the next harvest reports it with what the source
+            // has *then* (spec section 4: a queued state event never reports a stale mask).
+            // Queuing it here too would deliver the readiness seen at ADD.
+            AddAction::RegisterReady | AddAction::Register | AddAction::ReturnReady => {}
         }
         Ok(None)
     }
@@ -322,7 +326,13 @@ impl State {
                 // D10: the fd no longer names the registered file.
                 self.unregister(slot, ctx, true);
                 rules::failed(e, Errno::EBADF);
+                return;
             }
+            // D17: `EPOLL_CTL_MOD` re-evaluated the source under the new mask: if it is
+            // ready now, epoll's ready list holds it (in ET mode as one new edge) and the
+            // next harvest reports what it has then. Whatever this queue still held for the
+            // kevent (a READY mark, readiness harvested under the old mask) is dropped.
+            self.unqueue(slot);
         }
     }
 

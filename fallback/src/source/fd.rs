@@ -61,8 +61,18 @@ pub(crate) fn report(type_: u32, fd: RawFd, event: u32, revents: u32) -> Option<
     }
 }
 
-/// Readiness right now (a `poll` with zero timeout), for ADD and LAST_CHECK.
+/// Readiness right now (a `poll` with zero timeout), for ADD.
 pub(crate) fn poll_now(type_: u32, fd: RawFd, event: u32) -> u32 {
     let want = epoll_events(type_, event, 0) as i16;
     sys::poll_now(fd, want) as u16 as u32
+}
+
+/// Readiness right now of a registered kevent's fd, for LAST_CHECK and READY marks: `None`
+/// when the fd no longer names the file registered (`file`, its identity at ADD), whose
+/// readiness must never be reported through this registration (**D10**).
+pub(crate) fn poll_registered(type_: u32, fd: RawFd, file: (u64, u64), event: u32) -> Option<u32> {
+    match sys::file_id(fd) {
+        Ok(now) if now.identity() == file => Some(poll_now(type_, fd, event)),
+        _ => None,
+    }
 }
