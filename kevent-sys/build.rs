@@ -28,6 +28,9 @@ const SYSTEM_INCLUDE_DIRS: &[&str] = &[
 fn find_patched_header() -> Option<PathBuf> {
     if let Some(dir) = env::var_os("KEVENT_INCLUDE_DIR") {
         let dir = PathBuf::from(dir);
+        // Watched even while it holds no header yet (a kernel's headers installed into it
+        // later must be noticed; the variable's value alone does not change).
+        println!("cargo:rerun-if-changed={}", dir.join("linux").display());
         if dir.join("linux/ukevent.h").is_file() {
             return Some(dir);
         }

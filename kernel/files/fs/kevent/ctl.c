@@ -109,10 +109,8 @@ static bool kevent_add_one(struct kevent_queue *q, struct ukevent *e)
 	kevent_insert(k);
 	if (k->uk.req_flags & KEVENT_REQ_READY) {
 		add.marked = true;
-		add.revents = ready;
 		kevent_notify(k, &add, 0);
 	} else if (now) {
-		add.revents = ready;
 		kevent_notify(k, &add, 0);
 	}
 	return false;
@@ -154,13 +152,10 @@ static void kevent_modify_one(struct kevent *k, struct ukevent *e)
 	if (k->counted)
 		kevent_dequeue(k);
 	k->pending = 0;
-	k->revents = 0;
 	k->marked = false;
 	spin_unlock_irq(&q->lock);
-	if (kevent_ready_data(k, ready, data)) {
-		add.revents = ready;
+	if (kevent_ready_data(k, ready, data))
 		kevent_notify(k, &add, 0);
-	}
 }
 
 /**

@@ -8,8 +8,9 @@
  * wait entry (struct kevent_pwq) on every wait queue head the file names;
  * the source's wake-ups then call kevent_fd_wake(), in whatever context the
  * source runs, which queues the kevent. What is reported is decided at
- * delivery by polling the file again (always with LAST_CHECK, which POLL
- * kevents always carry).
+ * delivery by polling the file again, as epoll does: a delivered state event
+ * always reports what the file has at delivery (LAST_CHECK, D17), so the
+ * wake-up key only filters which wake-ups queue the kevent.
  *
  * Lifetime (D10). A kevent holds no reference to its file: closing the last
  * fd closes the socket or pipe as usual. Like an epoll item, the kevent sits
@@ -204,7 +205,6 @@ static int kevent_fd_wake(wait_queue_entry_t *wait, unsigned int mode,
 	/* No key: some sources do not say; the re-poll at delivery decides. */
 	if (events && !(events & READ_ONCE(k->fd.mask)))
 		return 0;
-	add.revents = events & READ_ONCE(k->fd.mask);
 	kevent_notify(k, &add, k->fd.target ? 1 : 0);
 	return 0;
 }
@@ -385,7 +385,7 @@ static bool kevent_fd_peek(struct kevent *k, int depth)
 	if (kevent_last_check(k))
 		return false;
 	/* A hint only: the delivery decides under q->lock. */
-	return data_race(k->revents || k->marked);
+	return data_race(k->marked);
 }
 
 static bool kevent_fd_stale(struct kevent *k)
@@ -394,8 +394,9 @@ static bool kevent_fd_stale(struct kevent *k)
 }
 
 /*
- * At delivery: what the file has now; without LAST_CHECK what the wake-ups
- * or ADD saw, or an empty report for a READY mark.
+ * At delivery: what the file has now, as epoll reports it (a wake-up only
+ * says "look again"). A READY mark without LAST_CHECK is delivered once even
+ * when the file has nothing, with ret_data[0] == 0 (decision P6).
  */
 static enum kevent_report kevent_fd_report(struct kevent *k,
 					   const struct kevent_snap *snap,
@@ -408,10 +409,7 @@ static enum kevent_report kevent_fd_report(struct kevent *k,
 		return KEVENT_BROKEN;
 	}
 	r = kevent_fd_classify(k, kevent_fd_poll_now(k, 1), data);
-	if (r != KEVENT_SKIP || kevent_last_check(k))
-		return r;
-	r = kevent_fd_classify(k, snap->revents, data);
-	if (r != KEVENT_SKIP || !snap->marked)
+	if (r != KEVENT_SKIP || kevent_last_check(k) || !snap->marked)
 		return r;
 	data[0] = 0;
 	data[1] = 0;
@@ -419,6 +417,7 @@ static enum kevent_report kevent_fd_report(struct kevent *k,
 }
 
 const struct kevent_ops kevent_fd_ops = {
+	.slab		= KEVENT_SLAB_FD,
 	.occurrence	= false,
 	.arm		= kevent_fd_arm,
 	.disarm		= kevent_fd_disarm,

@@ -43,12 +43,20 @@ enum kevent_report {
 /* The ready state a delivery takes from a kevent (under q->lock). */
 struct kevent_snap {
 	u32 pending;		/* occurrences and READY marks (D8) */
-	__poll_t revents;	/* what the source's wake-ups said */
 	bool marked;		/* named by READY or added with REQ_READY */
+};
+
+/* Each type's kevents come from a cache sized for its part of the union. */
+enum kevent_slab {
+	KEVENT_SLAB_FD,
+	KEVENT_SLAB_TIMER,
+	KEVENT_SLAB_USER,
+	KEVENT_NR_SLABS,
 };
 
 /**
  * struct kevent_ops - what differs between kevent types
+ * @slab: where its kevents are allocated
  * @occurrence: readiness is an occurrence, consumed by its delivery (D7);
  *	otherwise it is a state of a file, delivered by every wait in level
  *	mode
@@ -71,6 +79,7 @@ struct kevent_snap {
  *	source is broken. NULL: never ready at ADD.
  */
 struct kevent_ops {
+	enum kevent_slab slab;
 	bool occurrence;
 	int (*arm)(struct kevent *k, __poll_t *ready);
 	void (*disarm)(struct kevent *k);
@@ -125,8 +134,8 @@ struct kevent {
 	bool dead;
 	bool marked;
 	u32 pending;
-	__poll_t revents;
 
+	/* Last: each type's cache holds only its own member (queue.c). */
 	union {
 		struct kevent_fd fd;
 		struct kevent_timer timer;

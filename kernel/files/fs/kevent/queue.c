@@ -32,7 +32,17 @@
 
 #include "kevent.h"
 
-static struct kmem_cache *kevent_cache __ro_after_init;
+static struct kmem_cache *kevent_caches[KEVENT_NR_SLABS] __ro_after_init;
+
+static const struct {
+	const char *name;
+	size_t size;
+} kevent_slabs[KEVENT_NR_SLABS] = {
+	[KEVENT_SLAB_FD] = { "kevent_fd", offsetofend(struct kevent, fd) },
+	[KEVENT_SLAB_TIMER] = { "kevent_timer",
+				offsetofend(struct kevent, timer) },
+	[KEVENT_SLAB_USER] = { "kevent_user", offsetof(struct kevent, fd) },
+};
 
 /* Registrations per queue; /sys/kernel/kevent/max_per_queue. */
 unsigned int kevent_max_per_queue __read_mostly = 1U << 20;
@@ -58,7 +68,8 @@ void kevent_queue_put(struct kevent_queue *q)
 struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
 			    const struct kevent_ops *ops)
 {
-	struct kevent *k = kmem_cache_zalloc(kevent_cache, GFP_KERNEL_ACCOUNT);
+	struct kevent *k = kmem_cache_zalloc(kevent_caches[ops->slab],
+					     GFP_KERNEL_ACCOUNT);
 
 	if (!k)
 		return NULL;
@@ -77,7 +88,7 @@ struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
 void kevent_put(struct kevent *k)
 {
 	if (refcount_dec_and_test(&k->ref))
-		kmem_cache_free(kevent_cache, k);
+		kmem_cache_free(kevent_caches[k->ops->slab], k);
 }
 
 /* ---------------------------------------------------------------------
@@ -213,7 +224,6 @@ void kevent_notify(struct kevent *k, const struct kevent_snap *add, int nest)
 	}
 	k->pending = k->pending + add->pending < k->pending ?
 		     U32_MAX : k->pending + add->pending;
-	k->revents |= add->revents;
 	k->marked |= add->marked;
 	if (list_empty(&k->link)) {
 		list_add_tail(&k->link, &q->ready);
@@ -519,7 +529,6 @@ static void kevent_restore(struct kevent_queue *q, struct kevent *k,
 {
 	spin_lock_irq(&q->lock);
 	k->pending += snap->pending;
-	k->revents |= snap->revents;
 	k->marked |= snap->marked;
 	if (list_empty(&k->link)) {
 		list_add(&k->link, batch);
@@ -604,10 +613,8 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 			continue;
 		}
 		snap.pending = k->pending;
-		snap.revents = k->revents;
 		snap.marked = k->marked;
 		k->pending = 0;
-		k->revents = 0;
 		k->marked = false;
 		spin_unlock_irq(&q->lock);
 
@@ -870,12 +877,18 @@ long kevent_wait_ring(struct kevent_queue *q, int fd, unsigned int num,
 
 int __init kevent_queue_setup(void)
 {
+	int i;
+
 	BUILD_BUG_ON(sizeof(struct ukevent) != 40);
 	BUILD_BUG_ON(offsetof(struct ukevent, type) != 8);
 	BUILD_BUG_ON(offsetof(struct ukevent, ret_data) != 24);
 	BUILD_BUG_ON(offsetof(struct ukevent, user) != 32);
 	BUILD_BUG_ON(sizeof(struct kevent_ring) != 8);
 	BUILD_BUG_ON(offsetof(struct kevent_ring, event) != 8);
-	kevent_cache = KMEM_CACHE(kevent, SLAB_ACCOUNT | SLAB_PANIC);
+	for (i = 0; i < KEVENT_NR_SLABS; i++)
+		kevent_caches[i] = kmem_cache_create(kevent_slabs[i].name,
+						     kevent_slabs[i].size, 0,
+						     SLAB_ACCOUNT | SLAB_PANIC,
+						     NULL);
 	return 0;
 }
