@@ -195,6 +195,11 @@ static void kevent_wake_pollers(struct kevent_queue *q, int nest)
 {
 	unsigned long flags;
 
+	/*
+	 * A poller hooks itself before it takes q->lock to look at the ready
+	 * list; the producer queued under q->lock before it looks here: the
+	 * lock orders the two, so no wake-up is lost.
+	 */
 	if (!waitqueue_active(&q->poll_wait))
 		return;
 	spin_lock_irqsave_nested(&q->poll_wait.lock, flags, nest);
