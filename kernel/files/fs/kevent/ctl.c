@@ -14,7 +14,11 @@
 
 #include "kevent.h"
 
-/* The type registry: what ADD accepts (D2; SIGNAL and INODE: not yet). */
+/*
+ * The type registry: what ADD accepts. POSIX_TIMER kevents come only from
+ * timer_create() (ptimer.c); NAIO, AIO and unknown types answer -ENOSYS
+ * (D2).
+ */
 static const struct kevent_ops *kevent_type_ops(u32 type)
 {
 	switch (type) {
@@ -26,6 +30,10 @@ static const struct kevent_ops *kevent_type_ops(u32 type)
 		return &kevent_timer_ops;
 	case KEVENT_UNOTIFY:
 		return &kevent_user_ops;
+	case KEVENT_SIGNAL:
+		return &kevent_signal_ops;
+	case KEVENT_INODE:
+		return &kevent_inode_ops;
 	default:
 		return NULL;
 	}

@@ -19,6 +19,7 @@
 #ifndef _FS_KEVENT_KEVENT_H
 #define _FS_KEVENT_KEVENT_H
 
+#include <linux/file.h>
 #include <linux/hrtimer.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
@@ -30,7 +31,10 @@
 #include <linux/wait.h>
 #include <linux/ukevent.h>
 
+struct fsnotify_group;
+struct k_itimer;
 struct kevent;
+struct kevent_inode_mark;
 struct kevent_queue;
 
 /* What a type's report() says about one kevent at delivery. */
@@ -43,6 +47,7 @@ enum kevent_report {
 /* The ready state a delivery takes from a kevent (under q->lock). */
 struct kevent_snap {
 	u32 pending;		/* occurrences and READY marks (D8) */
+	u32 bits;		/* what occurrences said (INODE), OR-ed */
 	bool marked;		/* named by READY or added with REQ_READY */
 };
 
@@ -51,6 +56,9 @@ enum kevent_slab {
 	KEVENT_SLAB_FD,
 	KEVENT_SLAB_TIMER,
 	KEVENT_SLAB_USER,
+	KEVENT_SLAB_SIGNAL,
+	KEVENT_SLAB_PTIMER,
+	KEVENT_SLAB_INODE,
 	KEVENT_NR_SLABS,
 };
 
@@ -102,6 +110,26 @@ struct kevent_fd {
 	struct kevent_queue *target;	/* the watched file is this queue */
 };
 
+/* SIGNAL: a link in the owner process's signal_struct (signal.c). */
+struct kevent_signal {
+	struct hlist_node node;		/* under the owner's siglock */
+	struct pid *owner;		/* its thread group */
+	int signo;
+	bool nomask;
+};
+
+/* POSIX_TIMER: the k_itimer that reports here (ptimer.c). */
+struct kevent_ptimer {
+	struct k_itimer *timr;		/* under q->mtx; NULL once detached */
+	ktime_t last;			/* last expiry */
+	s64 overrun;			/* timr->it_overrun seen; under it_lock */
+};
+
+/* INODE: one fsnotify mark on a directory (inode.c). */
+struct kevent_inode {
+	struct kevent_inode_mark *mark;
+};
+
 /* TIMER: one hrtimer (timer.c). */
 struct kevent_timer {
 	struct hrtimer timer;
@@ -134,11 +162,15 @@ struct kevent {
 	bool dead;
 	bool marked;
 	u32 pending;
+	u32 bits;
 
 	/* Last: each type's cache holds only its own member (queue.c). */
 	union {
 		struct kevent_fd fd;
 		struct kevent_timer timer;
+		struct kevent_signal sig;
+		struct kevent_ptimer ptimer;
+		struct kevent_inode inode;
 	};
 };
 
@@ -169,6 +201,8 @@ struct kevent_queue {
 	struct kevent_ring __user *ring;
 	u32 ring_n, kidx, uidx, over;
 
+	struct fsnotify_group *fsn_group;	/* INODE marks; under q->mtx */
+
 	/* under kevent_nest_mutex */
 	unsigned int watching;		/* POLL kevents on kevent queues */
 	unsigned int watched_by;	/* other queues' POLL kevents on this one */
@@ -194,6 +228,9 @@ void kevent_insert(struct kevent *k);
 void kevent_unregister(struct kevent *k);
 void kevent_notify(struct kevent *k, const struct kevent_snap *add,
 		   int nest);
+bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add);
+void kevent_wake_pollers(struct kevent_queue *q, int nest);
+struct kevent_queue *kevent_queue_from(struct fd f, long *err);
 void kevent_dequeue(struct kevent *k);
 void kevent_wake_waiters(struct kevent_queue *q);
 __poll_t kevent_queue_poll(struct file *file, poll_table *wait, int depth);
@@ -216,6 +253,10 @@ int kevent_commit_rule(u32 n, u32 kidx, u32 uidx, u32 over, u32 new_uidx,
 extern const struct kevent_ops kevent_fd_ops;
 extern const struct kevent_ops kevent_timer_ops;
 extern const struct kevent_ops kevent_user_ops;
+extern const struct kevent_ops kevent_signal_ops;
+extern const struct kevent_ops kevent_ptimer_ops;
+extern const struct kevent_ops kevent_inode_ops;
+void kevent_inode_release_queue(struct kevent_queue *q);
 
 static inline bool kevent_is_edge(const struct kevent *k)
 {

@@ -42,6 +42,12 @@ static const struct {
 	[KEVENT_SLAB_TIMER] = { "kevent_timer",
 				offsetofend(struct kevent, timer) },
 	[KEVENT_SLAB_USER] = { "kevent_user", offsetof(struct kevent, fd) },
+	[KEVENT_SLAB_SIGNAL] = { "kevent_signal",
+				 offsetofend(struct kevent, sig) },
+	[KEVENT_SLAB_PTIMER] = { "kevent_ptimer",
+				 offsetofend(struct kevent, ptimer) },
+	[KEVENT_SLAB_INODE] = { "kevent_inode",
+				offsetofend(struct kevent, inode) },
 };
 
 /* Registrations per queue; /sys/kernel/kevent/max_per_queue. */
@@ -191,7 +197,7 @@ void kevent_unregister(struct kevent *k)
  * runs inside the wake-up of another kevent queue's poll_wait (a kevent
  * queue watching this one), whose lock is of the same class.
  */
-static void kevent_wake_pollers(struct kevent_queue *q, int nest)
+void kevent_wake_pollers(struct kevent_queue *q, int nest)
 {
 	unsigned long flags;
 
@@ -220,32 +226,44 @@ void kevent_notify(struct kevent *k, const struct kevent_snap *add, int nest)
 {
 	struct kevent_queue *q = k->q;
 	unsigned long flags;
-	bool newly = false;
+	bool newly;
 
 	spin_lock_irqsave(&q->lock, flags);
-	if (unlikely(k->dead)) {
-		spin_unlock_irqrestore(&q->lock, flags);
-		return;
-	}
-	k->pending = k->pending + add->pending < k->pending ?
-		     U32_MAX : k->pending + add->pending;
-	k->marked |= add->marked;
-	if (list_empty(&k->link)) {
-		list_add_tail(&k->link, &q->ready);
-		k->counted = true;
-		q->nready++;
-		newly = true;
-		/* Pairs with the waiter's check under q->lock: no lost wake. */
-		if (waitqueue_active(&q->wq)) {
-			if (READ_ONCE(k->uk.req_flags) & KEVENT_REQ_WAKEUP_ALL)
-				wake_up_all(&q->wq);
-			else
-				wake_up(&q->wq);
-		}
-	}
+	newly = kevent_notify_locked(k, add);
 	spin_unlock_irqrestore(&q->lock, flags);
 	if (newly)
 		kevent_wake_pollers(q, nest);
+}
+
+/*
+ * kevent_notify() for a caller that holds q->lock; returns whether @k was
+ * newly queued, in which case the caller wakes ->poll() waiters after
+ * dropping q->lock.
+ */
+bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
+{
+	struct kevent_queue *q = k->q;
+
+	lockdep_assert_held(&q->lock);
+	if (unlikely(k->dead))
+		return false;
+	k->pending = k->pending + add->pending < k->pending ?
+		     U32_MAX : k->pending + add->pending;
+	k->bits |= add->bits;
+	k->marked |= add->marked;
+	if (!list_empty(&k->link))
+		return false;
+	list_add_tail(&k->link, &q->ready);
+	k->counted = true;
+	q->nready++;
+	/* Pairs with the waiter's check under q->lock: no lost wake. */
+	if (waitqueue_active(&q->wq)) {
+		if (READ_ONCE(k->uk.req_flags) & KEVENT_REQ_WAKEUP_ALL)
+			wake_up_all(&q->wq);
+		else
+			wake_up(&q->wq);
+	}
+	return true;
 }
 
 /* READY with num == 0: every waiter returns, and the next wait does. */
@@ -346,6 +364,7 @@ static int kevent_file_release(struct inode *inode, struct file *file)
 	while ((n = rb_first(&q->tree)))
 		kevent_unregister(rb_entry(n, struct kevent, node));
 	mutex_unlock(&q->mtx);
+	kevent_inode_release_queue(q);
 	kevent_queue_put(q);
 	return 0;
 }
@@ -403,6 +422,31 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 	if (fd < 0)
 		kevent_queue_put(q);
 	return fd;
+}
+
+/**
+ * kevent_queue_from - the queue behind a caller's fd, for its owner only
+ * @f: the fd
+ * @err: -EBADF (closed, or D11: another process's copy) or -EINVAL (not a
+ *	queue) when NULL is returned
+ */
+struct kevent_queue *kevent_queue_from(struct fd f, long *err)
+{
+	struct kevent_queue *q;
+
+	*err = -EBADF;
+	if (fd_empty(f))
+		return NULL;
+	*err = -EINVAL;
+	if (fd_file(f)->f_op != &kevent_fops)
+		return NULL;
+	q = fd_file(f)->private_data;
+	/* D11: a forked child (or an exec'ed image) shares nothing. */
+	*err = -EBADF;
+	if (q->mm != current->mm)
+		return NULL;
+	*err = 0;
+	return q;
 }
 
 /* ---------------------------------------------------------------------
@@ -534,6 +578,7 @@ static void kevent_restore(struct kevent_queue *q, struct kevent *k,
 {
 	spin_lock_irq(&q->lock);
 	k->pending += snap->pending;
+	k->bits |= snap->bits;
 	k->marked |= snap->marked;
 	if (list_empty(&k->link)) {
 		list_add(&k->link, batch);
@@ -618,8 +663,10 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 			continue;
 		}
 		snap.pending = k->pending;
+		snap.bits = k->bits;
 		snap.marked = k->marked;
 		k->pending = 0;
+		k->bits = 0;
 		k->marked = false;
 		spin_unlock_irq(&q->lock);
 

@@ -23,26 +23,6 @@
 
 #define KEVENT_ABI_VERSION	1
 
-/* The queue behind @f, for its owner only. */
-static struct kevent_queue *kevent_queue_of(struct fd f, long *err)
-{
-	struct kevent_queue *q;
-
-	*err = -EBADF;
-	if (fd_empty(f))
-		return NULL;
-	*err = -EINVAL;
-	if (fd_file(f)->f_op != &kevent_fops)
-		return NULL;
-	q = fd_file(f)->private_data;
-	/* D11: a forked child (or an exec'ed image) shares nothing. */
-	*err = -EBADF;
-	if (q->mm != current->mm)
-		return NULL;
-	*err = 0;
-	return q;
-}
-
 static bool kevent_nonblock(struct fd f)
 {
 	return fd_file(f)->f_flags & O_NONBLOCK;
@@ -61,7 +41,7 @@ SYSCALL_DEFINE4(kevent_ctl, int, fd, unsigned int, cmd, unsigned int, num,
 	long err;
 
 	CLASS(fd, f)(fd);
-	q = kevent_queue_of(f, &err);
+	q = kevent_queue_from(f, &err);
 	if (!q)
 		return err;
 	return kevent_ctl_entries(q, cmd, num, arg);
@@ -76,7 +56,7 @@ SYSCALL_DEFINE6(kevent_get_events, int, fd, unsigned int, min_nr,
 	long err;
 
 	CLASS(fd, f)(fd);
-	q = kevent_queue_of(f, &err);
+	q = kevent_queue_from(f, &err);
 	if (!q)
 		return err;
 	/* D15 */
@@ -97,7 +77,7 @@ SYSCALL_DEFINE5(kevent_wait, int, fd, unsigned int, num,
 	long err;
 
 	CLASS(fd, f)(fd);
-	q = kevent_queue_of(f, &err);
+	q = kevent_queue_from(f, &err);
 	if (!q)
 		return err;
 	return kevent_wait_ring(q, fd, num, old_uidx, timeout, flags,
@@ -111,7 +91,7 @@ SYSCALL_DEFINE3(kevent_commit, int, fd, unsigned int, new_uidx,
 	long err;
 
 	CLASS(fd, f)(fd);
-	q = kevent_queue_of(f, &err);
+	q = kevent_queue_from(f, &err);
 	if (!q)
 		return err;
 	return kevent_commit_ring(q, new_uidx, over);
