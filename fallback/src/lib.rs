@@ -43,6 +43,7 @@ mod queue;
 mod registry;
 mod ring;
 mod rules;
+mod seg;
 #[doc(hidden)]
 pub mod signal;
 mod source;

@@ -29,7 +29,7 @@
 //!   still this queue: a thread waiting in a queue whose fd another thread closed returns
 //!   `EBADF` within that bound instead of hanging.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -42,6 +42,7 @@ use kevent_sys::{
 use crate::kevent::Kevent;
 use crate::registry::Registry;
 use crate::ring::Ring;
+use crate::seg::SegDeque;
 use crate::source::Source;
 use crate::timer::TimerHeap;
 use crate::{sys, token};
@@ -76,12 +77,12 @@ struct State {
     reg: Registry<Kevent>,
     /// Tokens of queued kevents, oldest first (a token, so that a kevent removed and its slot
     /// reused meanwhile is recognised and skipped).
-    ready: VecDeque<u64>,
+    ready: SegDeque<u64>,
     /// How many tokens in `ready` belong to live, queued kevents (the rest are stale: their
     /// kevent was removed). The queue fd is readable only while this is not zero.
     queued: usize,
     /// Events of kevents already unregistered that still owe one report (**D10**).
-    orphans: VecDeque<ukevent>,
+    orphans: SegDeque<ukevent>,
     ring: Option<Ring>,
     timers: TimerHeap,
     timerfd: Option<OwnedFd>,
@@ -139,9 +140,9 @@ impl Queue {
             gone: AtomicBool::new(false),
             state: Mutex::new(State {
                 reg: Registry::new(nonce),
-                ready: VecDeque::new(),
+                ready: SegDeque::new(),
                 queued: 0,
-                orphans: VecDeque::new(),
+                orphans: SegDeque::new(),
                 ring,
                 timers: TimerHeap::new(),
                 timerfd: None,

@@ -13,8 +13,11 @@
 //! can degrade it.
 //!
 //! * memory: 16 bytes per entry (8-byte deadline, 4-byte key, 4 bytes of alignment padding) plus
-//!   4 bytes per `pos` slot, i.e. **20 bytes per timer** with dense keys, plus the usual `Vec`
-//!   growth slack (at most 2x) which [`TimerHeap::shrink`] releases;
+//!   4 bytes per `pos` slot, i.e. **20 bytes per timer** with dense keys, plus the growth
+//!   slack of the last chunk (below) which [`TimerHeap::shrink`] releases;
+//! * growth: both arrays are segmented ([`SegVec`]: chunks of 1024 entries that are never
+//!   moved), so scheduling the millionth timer copies nothing (a `Vec` would copy the whole
+//!   heap, 8 MB at half a million timers, inside that one call: issue 14);
 //! * [`schedule`](TimerHeap::schedule), [`cancel`](TimerHeap::cancel),
 //!   [`pop_expired`](TimerHeap::pop_expired): O(log₄ n) — 10 levels for a million timers;
 //! * [`next_deadline`](TimerHeap::next_deadline), [`deadline`](TimerHeap::deadline): O(1).
@@ -27,6 +30,8 @@
 //! Entries are ordered by `(deadline, key)`: by deadline, and **ties are broken by the smaller
 //! key** (not by insertion order, which would cost a sequence number per entry). The order is
 //! total because a key is in the heap at most once, so pops are deterministic.
+
+use crate::seg::SegVec;
 
 /// `pos` value of a key that has no timer.
 const ABSENT: u32 = u32::MAX;
@@ -61,17 +66,17 @@ impl Entry {
 #[derive(Clone, Debug, Default)]
 pub struct TimerHeap {
     /// Entries in heap order: `heap[i]` is not after any of `heap[4i+1..=4i+4]`.
-    heap: Vec<Entry>,
+    heap: SegVec<Entry>,
     /// `pos[key]` = index of `key`'s entry in `heap`, or `ABSENT`.
-    pos: Vec<u32>,
+    pos: SegVec<u32>,
 }
 
 impl TimerHeap {
     /// An empty heap; allocates nothing.
     pub fn new() -> Self {
         TimerHeap {
-            heap: Vec::new(),
-            pos: Vec::new(),
+            heap: SegVec::new(),
+            pos: SegVec::new(),
         }
     }
 
@@ -157,11 +162,8 @@ impl TimerHeap {
     /// Releases memory after mass removal: trims `pos` to the largest scheduled key and drops
     /// both vectors' spare capacity. O(size of `pos`).
     pub fn shrink(&mut self) {
-        let live = self
-            .pos
-            .iter()
-            .rposition(|&p| p != ABSENT)
-            .map_or(0, |k| k + 1);
+        let trailing_absent = self.pos.iter().rev().take_while(|&&p| p == ABSENT).count();
+        let live = self.pos.len() - trailing_absent;
         self.pos.truncate(live);
         self.pos.shrink_to_fit();
         self.heap.shrink_to_fit();
@@ -425,6 +427,7 @@ mod tests {
         h.shrink();
         assert_eq!(h.pos.len(), 10);
         assert!(h.heap.capacity() <= 16 && h.pos.capacity() <= 16);
+        assert!(h.heap.capacity() >= 10 && h.pos.capacity() >= 10);
         h.check();
         assert_eq!(h.len(), 10);
         assert_eq!(h.next_deadline(), Some(0));
