@@ -89,8 +89,14 @@
 /* sigevent notification method for POSIX timers that report to a queue. */
 #define SIGEV_KEVENT		0x8
 
+/*
+ * The anonymous unions are C11 and the flexible array member is C99, not
+ * C++: __extension__ keeps -pedantic builds (C99, C++17, ...) of programs
+ * that include this header quiet. It does not change the layout.
+ */
+
 /* What a kevent watches. */
-struct kevent_id {
+__extension__ struct kevent_id {
 	union {
 		__u32 raw[2];
 		__u64 raw_u64 __attribute__((aligned(8)));
@@ -98,7 +104,7 @@ struct kevent_id {
 };
 
 /* One event, as registered and as delivered. */
-struct ukevent {
+__extension__ struct ukevent {
 	struct kevent_id id;	/* what is watched */
 	__u32 type;		/* KEVENT_SOCKET ... */
 	__u32 event;		/* per-type event mask */
@@ -112,7 +118,7 @@ struct ukevent {
 };
 
 /* Ring of delivered events in the caller's memory. */
-struct kevent_ring {
+__extension__ struct kevent_ring {
 	unsigned int ring_kidx;	/* producer index, written only by the queue */
 	unsigned int ring_over;	/* wrap counter, written only by the queue */
 	struct ukevent event[];	/* num entries */
