@@ -187,8 +187,9 @@ isolated_test! {
     }
 
     /// Section 4: closing the queue fd releases every kevent: a closed queue's NOMASK
-    /// kevent no longer swallows the signal, the program's handler runs again.
-    #[ignore = "fallback limitation P17 (docs/decisions.md): a queue closed with close() releases its SIGNAL kevents only when the engine notices the close (next call on that number, or a later kevent_init); until then a NOMASK kevent keeps swallowing the signal"]
+    /// kevent no longer swallows the signal, the program's handler runs again (on the
+    /// fallback at the first delivery after the close, before the engine releases the kevent
+    /// itself: decision P17).
     fn s4_close_releases_signal_kevents(b) {
         install_handler(libc::SIGUSR1);
         let mut q = Queue::new(b);

@@ -13,7 +13,8 @@
 #![allow(unsafe_code)]
 
 use std::mem::MaybeUninit;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::AtomicU8;
 
 use kevent_sys::Errno;
 
@@ -30,10 +31,56 @@ fn owned(fd: libc::c_int) -> Result<OwnedFd, Errno> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `epoll_create1(EPOLL_CLOEXEC)`.
+/// The lowest number the engine's own fds may take: half the soft `RLIMIT_NOFILE`, at most
+/// 1024 (so the fd table grows by at most 8 KiB for them); `None` when that is below 3.
+pub(crate) fn internal_fd_floor() -> Option<RawFd> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a live local the call writes.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return None;
+    }
+    let floor = (lim.rlim_cur / 2).min(1024) as RawFd;
+    (floor >= 3).then_some(floor)
+}
+
+/// Moves one of the engine's own fds (never the queue fd the caller gets) to the lowest free
+/// number at or above [`internal_fd_floor`], close-on-exec.
+///
+/// The kernel hands out the lowest free number, which is the one the program closed last: an
+/// internal fd created during a call could otherwise take a number the program just closed
+/// and still holds on to (a `dup` of a queue it closed, a socket it is about to re-ADD), and
+/// the program's next call on that number would meet the engine's eventfd or timerfd instead
+/// of `EBADF`. Above the floor only a program that uses more than half its fd limit, or picks
+/// high numbers itself, can meet them. If nothing is free there (or the floor is below 3),
+/// the fd stays where the kernel put it.
+pub(crate) fn above_floor(fd: OwnedFd) -> OwnedFd {
+    let Some(floor) = internal_fd_floor() else {
+        return fd;
+    };
+    if fd.as_raw_fd() >= floor {
+        return fd;
+    }
+    // SAFETY: F_DUPFD_CLOEXEC takes integers; it duplicates our own open fd.
+    let moved = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, floor) };
+    match owned(moved) {
+        // `fd` (the low number) is closed when dropped here.
+        Ok(high) => high,
+        Err(_) => fd,
+    }
+}
+
+/// `epoll_create1(EPOLL_CLOEXEC)`: a new queue fd. The first one also probes `epoll_pwait2`
+/// (see [`epoll_wait`]).
 pub(crate) fn epoll_create() -> Result<OwnedFd, Errno> {
     // SAFETY: no pointer arguments.
-    owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })
+    let ep = owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+    if PWAIT2.load(std::sync::atomic::Ordering::Relaxed) == PWAIT2_UNKNOWN {
+        probe_epoll_pwait2(ep.as_raw_fd());
+    }
+    Ok(ep)
 }
 
 /// `epoll_ctl(epfd, op, fd, {events, token})`.
@@ -49,15 +96,48 @@ pub(crate) fn epoll_ctl(
     check(unsafe { libc::epoll_ctl(epfd, op, fd, &mut ev) }).map(drop)
 }
 
-/// `epoll_pwait2` is missing before Linux 5.11; then waits round up to milliseconds.
-static NO_EPOLL_PWAIT2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// `epoll_pwait2` (Linux 5.11) gives waits nanosecond precision; it is optional. Unknown until
+/// the first queue is created, then usable or not for the rest of the process.
+static PWAIT2: AtomicU8 = AtomicU8::new(PWAIT2_UNKNOWN);
+const PWAIT2_UNKNOWN: u8 = 0;
+const PWAIT2_YES: u8 = 1;
+const PWAIT2_NO: u8 = 2;
+
+/// Probes `epoll_pwait2` once, on a fresh epoll that holds nothing: a zero timeout must return
+/// 0 events. Any other answer (`ENOSYS` on an old kernel, `EPERM` or any other errno from a
+/// seccomp policy, a count) means: never use it, wait with `epoll_wait` (millisecond
+/// timeouts, rounded up).
+fn probe_epoll_pwait2(empty_epoll: RawFd) {
+    let mut ev = MaybeUninit::<libc::epoll_event>::uninit();
+    let zero = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ev` is valid for writes of one epoll_event; `zero` lives across the call; the
+    // sigmask is null (none).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_epoll_pwait2,
+            empty_epoll,
+            ev.as_mut_ptr(),
+            1,
+            &zero as *const libc::timespec,
+            std::ptr::null::<libc::sigset_t>(),
+            0usize,
+        )
+    };
+    let verdict = if r == 0 { PWAIT2_YES } else { PWAIT2_NO };
+    PWAIT2.store(verdict, std::sync::atomic::Ordering::Relaxed);
+}
 
 /// Waits for events on `epfd` for at most `timeout_ns` (0: do not block) and returns the
 /// initialised prefix of `buf`. `EINTR` is reported as zero events (a wait interrupted by a
 /// signal handler returns what is ready, spec section 3).
 ///
-/// Blocking waits use `epoll_pwait2` for nanosecond precision; without it, `epoll_wait` with
-/// the timeout rounded *up* to whole milliseconds (never early).
+/// Blocking waits use `epoll_pwait2` for nanosecond precision when the probe found it usable;
+/// otherwise `epoll_wait` with the timeout rounded *up* to whole milliseconds (never early).
+/// If `epoll_pwait2` fails where `epoll_wait` then succeeds (a seccomp filter installed after
+/// the probe), it is never used again.
 pub(crate) fn epoll_wait(
     epfd: RawFd,
     buf: &mut [MaybeUninit<libc::epoll_event>],
@@ -66,10 +146,13 @@ pub(crate) fn epoll_wait(
     use std::sync::atomic::Ordering::Relaxed;
     let max = buf.len().min(libc::c_int::MAX as usize) as libc::c_int;
     let ptr = buf.as_mut_ptr().cast::<libc::epoll_event>();
-    let ret = if timeout_ns == 0 {
+    let plain = |ms: libc::c_int| {
         // SAFETY: `ptr` is valid for writes of `max` epoll_events (the slice's length).
-        unsafe { libc::epoll_wait(epfd, ptr, max, 0) }
-    } else if !NO_EPOLL_PWAIT2.load(Relaxed) {
+        unsafe { libc::epoll_wait(epfd, ptr, max, ms) }
+    };
+    let ret = if timeout_ns == 0 {
+        plain(0)
+    } else if PWAIT2.load(Relaxed) == PWAIT2_YES {
         let ts = crate::timer::ns_to_timespec(timeout_ns);
         // SAFETY: `ptr` as above; `ts` lives across the call; the sigmask is null (none).
         let r = unsafe {
@@ -83,15 +166,26 @@ pub(crate) fn epoll_wait(
                 0usize,
             )
         } as libc::c_int;
-        if r < 0 && Errno::last() == Errno::ENOSYS {
-            NO_EPOLL_PWAIT2.store(true, Relaxed);
-            return epoll_wait(epfd, buf, timeout_ns);
+        if r < 0 && Errno::last() != Errno::EINTR {
+            // Real errors (EBADF, EINVAL: the queue fd) are epoll_wait's too; anything else is
+            // the syscall being refused. Ask epoll_wait without blocking: if that works, the
+            // failure was epoll_pwait2's own, and what it returns (possibly nothing, which
+            // the waiting loop treats as an early wake-up) is this wait's result.
+            let e = Errno::last();
+            let retry = plain(0);
+            if retry >= 0 {
+                PWAIT2.store(PWAIT2_NO, Relaxed);
+                retry
+            } else {
+                // SAFETY: restores the errno epoll_pwait2 set, for `check` below.
+                unsafe { *libc::__errno_location() = e.raw() };
+                r
+            }
+        } else {
+            r
         }
-        r
     } else {
-        let ms = timeout_ns.div_ceil(1_000_000).min(libc::c_int::MAX as u64) as libc::c_int;
-        // SAFETY: as above.
-        unsafe { libc::epoll_wait(epfd, ptr, max, ms) }
+        plain(timeout_ns.div_ceil(1_000_000).min(libc::c_int::MAX as u64) as libc::c_int)
     };
     let n = match check(ret) {
         Ok(n) => n as usize,
@@ -102,10 +196,10 @@ pub(crate) fn epoll_wait(
     Ok(unsafe { std::slice::from_raw_parts(ptr, n) })
 }
 
-/// `eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`.
+/// `eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`, above the internal fd floor.
 pub(crate) fn eventfd() -> Result<OwnedFd, Errno> {
     // SAFETY: no pointer arguments.
-    owned(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })
+    owned(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) }).map(above_floor)
 }
 
 /// Adds one to an eventfd counter (it becomes readable).
@@ -123,7 +217,7 @@ pub(crate) fn eventfd_drain(fd: RawFd) {
     unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
 }
 
-/// `timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)`.
+/// `timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)`, above the internal fd floor.
 pub(crate) fn timerfd_create() -> Result<OwnedFd, Errno> {
     // SAFETY: no pointer arguments.
     owned(unsafe {
@@ -132,6 +226,7 @@ pub(crate) fn timerfd_create() -> Result<OwnedFd, Errno> {
             libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
         )
     })
+    .map(above_floor)
 }
 
 /// Arms a timerfd to fire once at the absolute CLOCK_MONOTONIC time `deadline_ns`, or
@@ -167,10 +262,10 @@ pub(crate) fn timerfd_drain(fd: RawFd) -> u64 {
     v
 }
 
-/// `inotify_init1(IN_CLOEXEC | IN_NONBLOCK)`.
+/// `inotify_init1(IN_CLOEXEC | IN_NONBLOCK)`, above the internal fd floor.
 pub(crate) fn inotify_init() -> Result<OwnedFd, Errno> {
     // SAFETY: no pointer arguments.
-    owned(unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) })
+    owned(unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) }).map(above_floor)
 }
 
 /// Watches the directory open as `dir_fd` through `/proc/self/fd/N`; returns the watch

@@ -16,7 +16,10 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
-use kevent_fallback::signal::dispatch::{delivered, doorbell_fd, unwatch, watch};
+use kevent_fallback::signal::dispatch::{
+    Owner, delivered, doorbell_fd, unwatch, unwatch_for, watch, watch_for,
+};
+use kevent_fallback::signal::safecopy;
 use kevent_sys::Errno;
 
 /// Names the scenario a child process runs.
@@ -889,4 +892,231 @@ fn s5_signal_invalid_signo_einval() {
         }
         assert_eq!(delivered(sig), 0);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The library's own SIGSEGV/SIGBUS hold (safecopy, issue 11) and NOMASK watchers that belong
+// to a queue (issue 11, item 4).
+
+/// Three pages: read-write, inaccessible, read-only; leaked (the child exits).
+fn test_pages() -> *mut u8 {
+    // SAFETY: a new private anonymous mapping of our own; mprotect only changes its pages.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            3 * 4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        let p = p.cast::<u8>();
+        assert_eq!(libc::mprotect(p.add(4096).cast(), 4096, libc::PROT_NONE), 0);
+        assert_eq!(libc::mprotect(p.add(8192).cast(), 4096, libc::PROT_READ), 0);
+        p
+    }
+}
+
+/// A bad copy through safecopy gives EFAULT, and is invisible to a SIGNAL kevent watching
+/// SIGSEGV and to the program's own SIGSEGV handler.
+fn safecopy_fault_is_efault(pages: *mut u8) {
+    let mut buf = [0u8; 16];
+    // SAFETY: `buf` is ours; the source is the inaccessible page, which safecopy survives.
+    let r = unsafe { safecopy::copy(buf.as_mut_ptr(), pages.wrapping_add(4096), 16) };
+    assert_eq!(r, Err(Errno::EFAULT));
+}
+
+static FIXED_UP: AtomicU32 = AtomicU32::new(0);
+
+/// A program handler that makes the faulting page writable and returns (what a GC write
+/// barrier or a userspace pager does): the faulting instruction then succeeds.
+extern "C" fn unprotect_handler(_: c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel's siginfo for a fault; si_addr is the faulting address. mprotect is
+    // async-signal-safe in practice (a plain syscall).
+    unsafe {
+        let addr = (*info).si_addr() as usize & !4095;
+        libc::mprotect(
+            addr as *mut libc::c_void,
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+        );
+    }
+    FIXED_UP.fetch_add(1, SeqCst);
+}
+
+/// The hold: `refresh()` installs `on_signal` for SIGSEGV and SIGBUS once; a fault of the copy
+/// routine becomes EFAULT; a real fault elsewhere still reaches the program's handler
+/// installed before (which fixes it), and the handler counts no fault of the copy routine.
+#[test]
+fn p20_safecopy_faults_are_efault_and_real_faults_reach_the_program() {
+    const NAME: &str = "p20_safecopy_faults_are_efault_and_real_faults_reach_the_program";
+    if !is_child(NAME) {
+        return run_child_ok(NAME);
+    }
+    let pages = test_pages();
+    install(
+        libc::SIGSEGV,
+        unprotect_handler as extern "C" fn(c_int, *mut libc::siginfo_t, *mut libc::c_void) as usize,
+        libc::SA_SIGINFO,
+        &[],
+    );
+    assert!(safecopy::refresh(), "safecopy not usable");
+    assert_ne!(query(libc::SIGSEGV).sa_sigaction, libc::SIG_DFL);
+    // A SIGNAL kevent watching SIGSEGV (without NOMASK) sees no safecopy fault.
+    watch(libc::SIGSEGV, false).unwrap();
+    let before = delivered(libc::SIGSEGV);
+    safecopy_fault_is_efault(pages);
+    assert_eq!(FIXED_UP.load(SeqCst), 0, "the program saw a safecopy fault");
+    assert_eq!(delivered(libc::SIGSEGV), before, "counted a safecopy fault");
+    // A real fault: the program's handler runs (and unprotects the page), as without us.
+    // SAFETY: the write faults once; the program handler makes the page writable and the
+    // write is repeated.
+    unsafe { std::ptr::write_volatile(pages.add(4096), 1) };
+    assert_eq!(FIXED_UP.load(SeqCst), 1);
+    assert_eq!(delivered(libc::SIGSEGV), before + 1);
+    unwatch(libc::SIGSEGV, false);
+    // The hold outlives the last kevent watcher: on_signal stays, safecopy still works (on
+    // fresh pages: the program's handler made the old hole writable).
+    assert!(safecopy::refresh());
+    safecopy_fault_is_efault(test_pages());
+    assert_eq!(FIXED_UP.load(SeqCst), 1);
+    println!("CHILD-OK");
+}
+
+/// A real fault under SIG_DFL (and under SIG_IGN, which the kernel does not honour for
+/// faults) kills the process by that signal, with the kernel's own fault (no endless loop).
+#[test]
+fn p21_real_faults_under_sig_dfl_or_sig_ign_stay_fatal() {
+    const NAME: &str = "p21_real_faults_under_sig_dfl_or_sig_ign_stay_fatal";
+    if is_child(NAME) {
+        let ign = std::env::var("IGN").is_ok();
+        install(
+            libc::SIGSEGV,
+            if ign { libc::SIG_IGN } else { libc::SIG_DFL },
+            0,
+            &[],
+        );
+        let pages = test_pages();
+        assert!(safecopy::refresh());
+        safecopy_fault_is_efault(pages);
+        println!("HELD");
+        // SAFETY: deliberately faults (the scenario); the process must die here.
+        unsafe { std::ptr::write_volatile(pages.add(4096), 1) };
+        println!("SURVIVED");
+        return;
+    }
+    for ign in [false, true] {
+        let mut c = child_command(NAME);
+        if ign {
+            c.env("IGN", "1");
+        }
+        let out = c.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("HELD") && !stdout.contains("SURVIVED"),
+            "{}",
+            describe(&out)
+        );
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGSEGV),
+            "{}",
+            describe(&out)
+        );
+    }
+}
+
+/// A program that installs its own SIGSEGV handler after the hold: the next refresh (the C
+/// library's kevent_init) sees it and safecopy is off for good (it never takes the signal
+/// back), and copies report "not usable".
+#[test]
+fn p20_safecopy_stops_when_the_program_replaces_the_handler() {
+    const NAME: &str = "p20_safecopy_stops_when_the_program_replaces_the_handler";
+    if !is_child(NAME) {
+        return run_child_ok(NAME);
+    }
+    assert!(safecopy::refresh());
+    assert!(safecopy::usable());
+    install(libc::SIGSEGV, plain_handler_addr(), 0, &[]);
+    assert!(!safecopy::refresh());
+    assert!(!safecopy::usable());
+    assert_eq!(query(libc::SIGSEGV).sa_sigaction, plain_handler_addr());
+    // Even if our handler came back, the decision stays.
+    install(libc::SIGSEGV, libc::SIG_DFL, 0, &[]);
+    assert!(!safecopy::refresh());
+    println!("CHILD-OK");
+}
+
+/// Issue 11, item 4: a NOMASK watcher that belongs to a queue swallows its signal while the
+/// queue fd is open; once the fd is closed, the very next delivery reaches the program's
+/// handler, although nobody unwatched (the engine has not noticed the close yet).
+#[test]
+fn p17_nomask_of_a_closed_queue_gives_the_signal_back_at_once() {
+    const NAME: &str = "p17_nomask_of_a_closed_queue_gives_the_signal_back_at_once";
+    if !is_child(NAME) {
+        return run_child_ok(NAME);
+    }
+    install(libc::SIGUSR1, plain_handler_addr(), 0, &[]);
+    // A stand-in queue: an epoll holding a wake eventfd under a token.
+    // SAFETY: creating fds takes no pointers.
+    let (ep, wake) = unsafe {
+        (
+            libc::epoll_create1(libc::EPOLL_CLOEXEC),
+            libc::eventfd(0, libc::EFD_CLOEXEC),
+        )
+    };
+    assert!(ep >= 0 && wake >= 0);
+    let token = 0x1234_5678_9abc_def0;
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: token,
+    };
+    // SAFETY: `ev` is a live local.
+    let r = unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, wake, &mut ev) };
+    assert_eq!(r, 0);
+    let owner = Owner {
+        epfd: ep,
+        wake,
+        token,
+    };
+    watch_for(libc::SIGUSR1, true, Some(owner)).unwrap();
+    let seen = delivered(libc::SIGUSR1);
+    raise(libc::SIGUSR1);
+    assert_eq!(delivered(libc::SIGUSR1), seen + 1);
+    assert_eq!(
+        PLAIN_HITS.load(SeqCst),
+        0,
+        "swallowed while the queue is open"
+    );
+    // SAFETY: our epoll fd, closed once (the "program" closes its queue).
+    unsafe { libc::close(ep) };
+    raise(libc::SIGUSR1);
+    assert_eq!(
+        delivered(libc::SIGUSR1),
+        seen + 2,
+        "still reported (counted)"
+    );
+    assert_eq!(
+        PLAIN_HITS.load(SeqCst),
+        1,
+        "the first signal after close() is handled"
+    );
+    // A new epoll on the same number is another queue: still not swallowed.
+    // SAFETY: as above.
+    let ep2 = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    assert_eq!(ep2, ep, "the number was reused");
+    raise(libc::SIGUSR1);
+    assert_eq!(PLAIN_HITS.load(SeqCst), 2);
+    // The engine's release (unwatch_for) then puts the program's handler back.
+    unwatch_for(libc::SIGUSR1, true, Some(owner));
+    assert_eq!(query(libc::SIGUSR1).sa_sigaction, plain_handler_addr());
+    // An unowned NOMASK watcher still swallows for as long as it exists.
+    watch(libc::SIGUSR1, true).unwrap();
+    raise(libc::SIGUSR1);
+    assert_eq!(PLAIN_HITS.load(SeqCst), 2);
+    unwatch(libc::SIGUSR1, true);
+    raise(libc::SIGUSR1);
+    assert_eq!(PLAIN_HITS.load(SeqCst), 3);
+    println!("CHILD-OK");
 }

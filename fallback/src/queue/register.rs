@@ -13,6 +13,17 @@ use crate::signal::dispatch;
 use crate::source::{self, Source, fd, inode};
 use crate::{sys, token};
 
+/// The queue as the signal handler checks that it is still open (a NOMASK kevent of a queue
+/// closed with `close()` no longer swallows its signal): the same `EPOLL_CTL_MOD` of the wake
+/// eventfd as `Queue::verify`.
+fn signal_owner(ctx: Ctx) -> dispatch::Owner {
+    dispatch::Owner {
+        epfd: ctx.epfd,
+        wake: ctx.wake,
+        token: token::make(ctx.nonce, token::WAKE),
+    }
+}
+
 impl State {
     /// ADD of one entry; `true` when the entry is written back (ready at once, or failed).
     pub(super) fn add(&mut self, e: &mut ukevent, ctx: Ctx) -> bool {
@@ -116,7 +127,7 @@ impl State {
                 nomask,
                 seen,
             } => {
-                if let Err(e) = dispatch::watch(*signo, *nomask) {
+                if let Err(e) = dispatch::watch_for(*signo, *nomask, Some(signal_owner(ctx))) {
                     // Not watched: `unregister` must not unwatch it.
                     *signo = 0;
                     return Err(e);
@@ -222,7 +233,7 @@ impl State {
             }
             Source::Signal { signo, nomask, .. } => {
                 if signo > 0 {
-                    dispatch::unwatch(signo, nomask);
+                    dispatch::unwatch_for(signo, nomask, Some(signal_owner(ctx)));
                 }
                 self.signal_slots.retain(|&s| s != slot);
             }

@@ -156,9 +156,9 @@
 
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_int, c_void};
-use std::os::fd::RawFd;
+use std::os::fd::{IntoRawFd, RawFd};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use kevent_sys::Errno;
@@ -172,6 +172,12 @@ const SLOTS: usize = 129;
 struct Slot {
     /// Number of NOMASK watchers.
     nomask: AtomicU32,
+    /// NOMASK watchers without an [`Owner`] ([`watch`]): they swallow the signal as long as
+    /// they exist. Owned ones ([`watch_for`]) only while their queue is open.
+    unowned: AtomicU32,
+    /// The library holds this signal for itself ([`hold_faults`]): `on_signal` stays
+    /// installed whatever the kevent watchers do; the hold counts as one of `watchers`.
+    held: AtomicBool,
     /// Number of watchers, NOMASK ones included.
     watchers: AtomicU32,
     /// Deliveries `on_signal` saw, since the process started (monotonic).
@@ -188,6 +194,8 @@ impl Slot {
     const fn new() -> Slot {
         Slot {
             nomask: AtomicU32::new(0),
+            unowned: AtomicU32::new(0),
+            held: AtomicBool::new(false),
             watchers: AtomicU32::new(0),
             delivered: AtomicU64::new(0),
             handler: AtomicUsize::new(libc::SIG_DFL),
@@ -199,6 +207,180 @@ impl Slot {
 
 /// The registry, indexed by signal number.
 static SIGNALS: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
+
+/// The queue a NOMASK watcher belongs to, as `on_signal` checks that it is still open: the
+/// queue fd `epfd` must still be the epoll that holds the queue's wake eventfd `wake` under
+/// `token` (the same `EPOLL_CTL_MOD` the engine's own liveness check makes; it changes nothing
+/// on a live queue and fails on a closed or reused number).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    /// The queue fd (the queue's epoll).
+    pub epfd: RawFd,
+    /// The queue's wake eventfd, registered in `epfd` with `EPOLLIN`.
+    pub wake: RawFd,
+    /// The epoll data of that registration.
+    pub token: u64,
+}
+
+impl Owner {
+    /// Whether the queue fd still is this queue. Async-signal-safe (one `epoll_ctl`).
+    fn is_open(&self) -> bool {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: self.token,
+        };
+        // SAFETY: `ev` is a live local; epoll_ctl takes integers otherwise and touches no
+        // other memory of ours. On a live queue the MOD re-registers what is there.
+        unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_MOD, self.wake, &mut ev) == 0 }
+    }
+}
+
+/// One record of the NOMASK owner table: `(signal, queue)` with a reference count. Written
+/// under `LOCK`; read by `on_signal` without locks (a record is published by storing `signo`
+/// last and retired by clearing it first).
+struct OwnerRecord {
+    /// The signal, or 0 when the record is free.
+    signo: AtomicI32,
+    epfd: AtomicI32,
+    wake: AtomicI32,
+    token: AtomicU64,
+    /// NOMASK kevents of this queue for this signal.
+    refs: AtomicU32,
+    /// `on_signal` found the queue closed: it no longer swallows the signal.
+    closed: AtomicBool,
+}
+
+impl OwnerRecord {
+    const fn new() -> OwnerRecord {
+        OwnerRecord {
+            signo: AtomicI32::new(0),
+            epfd: AtomicI32::new(-1),
+            wake: AtomicI32::new(-1),
+            token: AtomicU64::new(0),
+            refs: AtomicU32::new(0),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    fn owner(&self) -> Owner {
+        Owner {
+            epfd: self.epfd.load(SeqCst),
+            wake: self.wake.load(SeqCst),
+            token: self.token.load(SeqCst),
+        }
+    }
+}
+
+/// Records per chunk of the owner table.
+const OWNERS_PER_CHUNK: usize = 32;
+
+/// A chunk of the owner table. Chunks are allocated under `LOCK`, linked once, and never
+/// freed, so `on_signal` can walk them without locks.
+struct OwnerChunk {
+    records: [OwnerRecord; OWNERS_PER_CHUNK],
+    next: AtomicPtr<OwnerChunk>,
+}
+
+static OWNERS: OwnerChunk = OwnerChunk {
+    records: [const { OwnerRecord::new() }; OWNERS_PER_CHUNK],
+    next: AtomicPtr::new(std::ptr::null_mut()),
+};
+
+/// Every record of the owner table. Async-signal-safe (atomic loads only).
+fn owner_records() -> impl Iterator<Item = &'static OwnerRecord> {
+    let mut chunk: Option<&'static OwnerChunk> = Some(&OWNERS);
+    std::iter::from_fn(move || {
+        let c = chunk?;
+        let next = c.next.load(SeqCst);
+        // SAFETY: a non-null `next` was made by `Box::leak` in `owner_add` and is never freed
+        // or unlinked, so it is valid for 'static.
+        chunk = (!next.is_null()).then(|| unsafe { &*next });
+        Some(c.records.iter())
+    })
+    .flatten()
+}
+
+/// Counts one more NOMASK kevent of `owner` for `signo`. Called with `LOCK` held.
+fn owner_add(signo: c_int, owner: Owner) -> Result<(), Errno> {
+    let matches = |r: &OwnerRecord| {
+        r.signo.load(SeqCst) == signo && r.refs.load(SeqCst) > 0 && r.owner() == owner
+    };
+    if let Some(r) = owner_records().find(|r| matches(r)) {
+        let refs = r.refs.load(SeqCst);
+        r.refs
+            .store(refs.checked_add(1).ok_or(Errno::EOVERFLOW)?, SeqCst);
+        return Ok(());
+    }
+    let free = match owner_records().find(|r| r.signo.load(SeqCst) == 0) {
+        Some(r) => r,
+        None => {
+            let mut last: &'static OwnerChunk = &OWNERS;
+            loop {
+                let next = last.next.load(SeqCst);
+                if next.is_null() {
+                    break;
+                }
+                // SAFETY: as in `owner_records`.
+                last = unsafe { &*next };
+            }
+            let chunk: &'static OwnerChunk = Box::leak(Box::new(OwnerChunk {
+                records: [const { OwnerRecord::new() }; OWNERS_PER_CHUNK],
+                next: AtomicPtr::new(std::ptr::null_mut()),
+            }));
+            last.next
+                .store((chunk as *const OwnerChunk).cast_mut(), SeqCst);
+            &chunk.records[0]
+        }
+    };
+    free.epfd.store(owner.epfd, SeqCst);
+    free.wake.store(owner.wake, SeqCst);
+    free.token.store(owner.token, SeqCst);
+    free.closed.store(false, SeqCst);
+    free.refs.store(1, SeqCst);
+    // Published last: `on_signal` looks at a record only once its signal is set.
+    free.signo.store(signo, SeqCst);
+    Ok(())
+}
+
+/// Undoes one [`owner_add`]. Called with `LOCK` held.
+fn owner_remove(signo: c_int, owner: Owner) {
+    let found = owner_records()
+        .find(|r| r.signo.load(SeqCst) == signo && r.refs.load(SeqCst) > 0 && r.owner() == owner);
+    if let Some(r) = found {
+        let refs = r.refs.load(SeqCst) - 1;
+        if refs == 0 {
+            // Retired first, so `on_signal` stops looking before the fields are reused.
+            r.signo.store(0, SeqCst);
+        }
+        r.refs.store(refs, SeqCst);
+    }
+}
+
+/// Whether a NOMASK watcher of `signo` still swallows it: an unowned one exists, or the queue
+/// of an owned one is still open (spec section 4: closing the queue fd releases its kevents,
+/// so a closed queue gives the signal back at once, before the engine notices the close and
+/// releases the kevent itself). A queue found closed is marked so and not asked again.
+/// Async-signal-safe.
+fn nomask_in_force(signo: c_int, slot: &Slot) -> bool {
+    if slot.unowned.load(SeqCst) > 0 {
+        return true;
+    }
+    let mut open = false;
+    for r in owner_records() {
+        if open {
+            break;
+        }
+        if r.signo.load(SeqCst) != signo || r.refs.load(SeqCst) == 0 || r.closed.load(SeqCst) {
+            continue;
+        }
+        if r.owner().is_open() {
+            open = true;
+        } else {
+            r.closed.store(true, SeqCst);
+        }
+    }
+    open
+}
 
 /// The doorbell eventfd, or -1 before the first [`doorbell_fd`] / [`watch`].
 static DOORBELL: AtomicI32 = AtomicI32::new(-1);
@@ -428,11 +610,10 @@ fn ensure_doorbell() -> Result<RawFd, Errno> {
     if fd >= 0 {
         return Ok(fd);
     }
-    // SAFETY: `eventfd` takes no pointer; the new fd is owned by this module from now on.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if fd < 0 {
-        return Err(Errno::last());
-    }
+    // Above the internal fd floor, like the engine's other fds: it is created during a
+    // kevent_ctl ADD and must not take a number the program just closed. Owned by this module
+    // from now on (never closed).
+    let fd = crate::sys::eventfd()?.into_raw_fd();
     DOORBELL.store(fd, SeqCst);
     Ok(fd)
 }
@@ -458,7 +639,8 @@ fn ensure_atfork() -> Result<(), Errno> {
 }
 
 /// Starts reporting deliveries of `signo`; one call per SIGNAL kevent, `nomask` = its
-/// `KEVENT_SIGNAL_NOMASK` bit.
+/// `KEVENT_SIGNAL_NOMASK` bit. A NOMASK watcher made here belongs to no queue and swallows
+/// the signal until its [`unwatch`]; the engine uses [`watch_for`].
 ///
 /// Reference-counted per `(signo, nomask)`. The first watch of `signo` saves its current
 /// disposition and installs `on_signal`; the first NOMASK watch makes deliveries
@@ -476,6 +658,19 @@ fn ensure_atfork() -> Result<(), Errno> {
 ///
 /// On error nothing changed.
 pub fn watch(signo: i32, nomask: bool) -> Result<(), Errno> {
+    watch_for(signo, nomask, None)
+}
+
+/// [`watch`] for a SIGNAL kevent of the queue `owner`: a NOMASK watcher swallows the signal
+/// only while that queue's fd is open. `on_signal` checks it at each delivery (one
+/// `epoll_ctl` per queue holding a NOMASK kevent for the signal), so the first delivery after
+/// the queue fd was closed already reaches the program's handler or default action, whenever
+/// the engine then notices the close and releases the kevent (decision P17).
+///
+/// # Errors
+///
+/// As [`watch`].
+pub fn watch_for(signo: i32, nomask: bool, owner: Option<Owner>) -> Result<(), Errno> {
     let s = check_signo(signo)?;
     ensure_atfork()?;
     let _critical = Critical::enter();
@@ -483,31 +678,58 @@ pub fn watch(signo: i32, nomask: bool) -> Result<(), Errno> {
     let slot = &SIGNALS[s];
     let total = slot.watchers.load(Relaxed);
     let nm = slot.nomask.load(Relaxed);
+    let unowned = slot.unowned.load(Relaxed);
     let new_total = total.checked_add(1).ok_or(Errno::EOVERFLOW)?;
     let new_nm = if nomask {
         nm.checked_add(1).ok_or(Errno::EOVERFLOW)?
     } else {
         nm
     };
+    let new_unowned = if nomask && owner.is_none() {
+        unowned.checked_add(1).ok_or(Errno::EOVERFLOW)?
+    } else {
+        unowned
+    };
+    // Before the counts: the handler never sees a NOMASK count whose owner is missing.
+    if let (true, Some(o)) = (nomask, owner) {
+        owner_add(signo, o)?;
+    }
+    let undo_owner = || {
+        if let (true, Some(o)) = (nomask, owner) {
+            owner_remove(signo, o);
+        }
+    };
     if total == 0 {
         // Publication order: saved disposition, then counts, then the handler (module docs).
-        let old = sigaction(signo, None)?;
+        let old = match sigaction(signo, None) {
+            Ok(old) => old,
+            Err(e) => {
+                undo_owner();
+                return Err(e);
+            }
+        };
         save(slot, &old);
+        slot.unowned.store(new_unowned, SeqCst);
         slot.nomask.store(new_nm, SeqCst);
         slot.watchers.store(new_total, SeqCst);
         if let Err(e) = install(signo, slot) {
             slot.nomask.store(0, SeqCst);
+            slot.unowned.store(0, SeqCst);
             slot.watchers.store(0, SeqCst);
+            undo_owner();
             return Err(e);
         }
     } else {
+        slot.unowned.store(new_unowned, SeqCst);
         slot.nomask.store(new_nm, SeqCst);
         slot.watchers.store(new_total, SeqCst);
         if nomask && nm == 0 {
             // First NOMASK watcher: SA_RESTART may now be needed.
             if let Err(e) = install(signo, slot) {
                 slot.nomask.store(nm, SeqCst);
+                slot.unowned.store(unowned, SeqCst);
                 slot.watchers.store(total, SeqCst);
+                undo_owner();
                 return Err(e);
             }
         }
@@ -519,15 +741,26 @@ pub fn watch(signo: i32, nomask: bool) -> Result<(), Errno> {
 /// saved disposition (unless the program replaced `on_signal` since: then its disposition
 /// stays). An unwatch without a matching watch, or of an invalid signal, does nothing.
 pub fn unwatch(signo: i32, nomask: bool) {
+    unwatch_for(signo, nomask, None);
+}
+
+/// Undoes one successful [`watch_for`]`(signo, nomask, owner)`, as [`unwatch`] does.
+pub fn unwatch_for(signo: i32, nomask: bool, owner: Option<Owner>) {
     let Ok(s) = check_signo(signo) else { return };
     let _critical = Critical::enter();
     let slot = &SIGNALS[s];
     let total = slot.watchers.load(Relaxed);
     let nm = slot.nomask.load(Relaxed);
-    if total == 0 || (nomask && nm == 0) {
+    let unowned = slot.unowned.load(Relaxed);
+    let held = u32::from(slot.held.load(Relaxed));
+    if total <= held || (nomask && nm == 0) || (nomask && owner.is_none() && unowned == 0) {
         return;
     }
     if nomask {
+        match owner {
+            Some(o) => owner_remove(signo, o),
+            None => slot.unowned.store(unowned - 1, SeqCst),
+        }
         slot.nomask.store(nm - 1, SeqCst);
     }
     if total == 1 {
@@ -541,6 +774,52 @@ pub fn unwatch(signo: i32, nomask: bool) {
             let _ = install(signo, slot);
         }
     }
+}
+
+/// Installs `on_signal` for `SIGSEGV` and `SIGBUS` for good (the library's own watcher, never
+/// unwatched), so that a fault in [`super::safecopy`]'s copy routine becomes an error return.
+/// Every other fault goes, as with any watched signal, to the disposition saved when
+/// `on_signal` was installed (module docs: "Delivered as usual"). Idempotent.
+///
+/// # Errors
+///
+/// What `sigaction` or `pthread_atfork` report; then the signal that failed is not held.
+pub(crate) fn hold_faults() -> Result<(), Errno> {
+    ensure_atfork()?;
+    let _critical = Critical::enter();
+    for signo in [libc::SIGSEGV, libc::SIGBUS] {
+        let slot = &SIGNALS[signo as usize];
+        if slot.held.load(Relaxed) {
+            continue;
+        }
+        let total = slot.watchers.load(Relaxed);
+        let new_total = total.checked_add(1).ok_or(Errno::EOVERFLOW)?;
+        if total == 0 {
+            let old = sigaction(signo, None)?;
+            save(slot, &old);
+            slot.watchers.store(new_total, SeqCst);
+            slot.held.store(true, SeqCst);
+            if let Err(e) = install(signo, slot) {
+                slot.held.store(false, SeqCst);
+                slot.watchers.store(0, SeqCst);
+                return Err(e);
+            }
+        } else {
+            slot.watchers.store(new_total, SeqCst);
+            slot.held.store(true, SeqCst);
+        }
+    }
+    Ok(())
+}
+
+/// Whether [`hold_faults`] succeeded and `on_signal` still is the disposition of `SIGSEGV`
+/// and `SIGBUS` (a program that installs its own handler afterwards replaces it; the library
+/// never takes the signal back).
+pub(crate) fn faults_held() -> bool {
+    [libc::SIGSEGV, libc::SIGBUS].into_iter().all(|signo| {
+        SIGNALS[signo as usize].held.load(SeqCst)
+            && sigaction(signo, None).is_ok_and(|cur| cur.sa_sigaction == on_signal_addr())
+    })
 }
 
 /// How many deliveries of `signo` `on_signal` has seen since the process started (0 for a
@@ -586,6 +865,10 @@ fn is_fault(signo: c_int, info: *const libc::siginfo_t) -> bool {
 
 /// The process-wide handler of every watched signal (module documentation). Async-signal-safe.
 extern "C" fn on_signal(signo: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    // A fault of the library's own copy routine: an error return, invisible to everyone.
+    if super::safecopy::fixup(signo, info, ctx) {
+        return;
+    }
     let errno = errno_ptr();
     // SAFETY: `errno` is this thread's errno location, valid for the thread's life.
     let saved_errno = unsafe { *errno };
@@ -602,7 +885,8 @@ extern "C" fn on_signal(signo: c_int, info: *mut libc::siginfo_t, ctx: *mut c_vo
         // saturated counter) only loses a wake-up.
         unsafe { libc::write(bell, (&raw const one).cast(), 8) };
     }
-    let swallow = slot.nomask.load(SeqCst) > 0 && !is_fault(signo, info);
+    let swallow =
+        slot.nomask.load(SeqCst) > 0 && !is_fault(signo, info) && nomask_in_force(signo, slot);
     if !swallow {
         // SAFETY: as above; restore before running the program's handler.
         unsafe { *errno = saved_errno };
@@ -618,6 +902,14 @@ fn deliver_as_usual(signo: c_int, slot: &Slot, info: *mut libc::siginfo_t, ctx: 
     loop {
         let h = slot.handler.load(SeqCst);
         let flags = slot.flags.load(SeqCst);
+        if !is_handler(h) && is_fault(signo, info) {
+            // A real fault under SIG_DFL (or SIG_IGN, which the kernel does not honour for a
+            // fault): put SIG_DFL back and return, so that the faulting instruction runs again
+            // and the kernel takes the default action with the fault's own siginfo and core
+            // (returning under SIG_IGN would fault forever).
+            let _ = sigaction(signo, Some(&zeroed_action()));
+            return;
+        }
         if h == libc::SIG_IGN {
             return;
         }
@@ -708,8 +1000,18 @@ unsafe extern "C" fn atfork_child() {
         // NOMASK first: a signal arriving meanwhile is then delivered as usual, which is
         // what the child must see.
         slot.nomask.store(0, SeqCst);
+        slot.unowned.store(0, SeqCst);
+        if slot.held.load(SeqCst) {
+            // The library's own hold (safecopy) is the child's too: only the kevents go.
+            slot.watchers.store(1, SeqCst);
+            continue;
+        }
         restore_if_ours(s as c_int, slot);
         slot.watchers.store(0, SeqCst);
+    }
+    for r in owner_records() {
+        r.signo.store(0, SeqCst);
+        r.refs.store(0, SeqCst);
     }
     let old = DOORBELL.load(SeqCst);
     if old >= 0 {

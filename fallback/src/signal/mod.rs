@@ -1,5 +1,6 @@
 //! SIGNAL kevents (spec section 5): which signal a kevent watches, and the process-wide
-//! [`dispatch`] that sees every delivery.
+//! [`dispatch`] that sees every delivery; [`safecopy`], the C library's fault-safe copy of
+//! caller memory, whose faults that same handler turns into `EFAULT`.
 //!
 //! A SIGNAL kevent's id is `raw[0]` = signal number, with [`KEVENT_SIGNAL_NOMASK`] (bit 63 of
 //! `raw_u64`, i.e. bit 31 of `raw[1]`) asking that the signal be reported only. The same signal
@@ -9,6 +10,7 @@
 //! [`KEVENT_SIGNAL_NOMASK`]: kevent_sys::KEVENT_SIGNAL_NOMASK
 
 pub mod dispatch;
+pub mod safecopy;
 
 use kevent_sys::KEVENT_SIGNAL_NOMASK;
 
