@@ -15,9 +15,13 @@ use kevent_sys::Errno;
 use kevent_sys::detect::{self, Backend};
 
 /// The process's backend for the C calls; `ENOSYS` when there is none (`KEVENT_BACKEND`
-/// invalid, or `native` and unavailable: `kevent_backend_unavailable()` says why).
+/// invalid, or `native` and unavailable: `kevent_backend_unavailable()` says why). Kept as
+/// the bare `Copy` value after the first call: every C call starts here.
 pub(crate) fn process() -> Result<RawBackend, Errno> {
-    RawBackend::current().map_err(|_| Errno::ENOSYS)
+    static PROCESS: OnceLock<Option<RawBackend>> = OnceLock::new();
+    PROCESS
+        .get_or_init(|| RawBackend::current().ok())
+        .ok_or(Errno::ENOSYS)
 }
 
 /// `const char *kevent_backend(void)`—`"native"` or `"fallback"`, the backend this process

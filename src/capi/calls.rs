@@ -14,6 +14,14 @@
 //! The result goes through `errno::c_return`. No kevent rule is decided here: argument checks
 //! (`EINVAL`, `EBADF`, …) are the backend's.
 //!
+//! Each `extern "C"` function is a thin wrapper over an `*_on` function ([`init_on`],
+//! [`ctl_on`], [`get_events_on`], [`wait_on`], [`commit_on`]) that takes the backend
+//! explicitly and returns `Result<_, Errno>`: the same code, on a backend of the caller's
+//! choice. A benchmark of "what C users get" calls the `extern "C"` functions (the process's
+//! backend, `-1`/`errno`), or the `*_on` functions to measure the C path of one backend
+//! (`RawBackend::fallback()` on a machine whose default is native), beside the Rust rows that
+//! call [`RawBackend`] directly.
+//!
 //! # Safety
 //!
 //! * A native syscall table ([`kevent::backend::RawBackend::syscalls`]) can only come from
@@ -28,7 +36,7 @@
 use std::os::raw::{c_int, c_uint};
 
 use kevent::backend::RawBackend;
-use kevent_sys::{Errno, kevent_ring, syscall, ukevent};
+use kevent_sys::{Errno, KEVENT_CTL_ADD, kevent_ring, syscall, ukevent};
 
 use super::backend::process;
 use super::errno::c_return;
@@ -45,14 +53,36 @@ use super::uaccess;
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kevent_init(ring: *mut kevent_ring, num: c_uint, flags: c_uint) -> c_int {
     c_return(process().and_then(|b| {
-        if b.syscalls().is_none() && !ring.is_null() {
+        // SAFETY: this function's C contract is `init_on`'s.
+        unsafe { init_on(b, ring, num, flags) }
+    }))
+}
+
+/// What [`kevent_init`] does, on the backend `b` instead of the process's, returning the
+/// `Errno` instead of setting `errno` (like the other `*_on` functions: for the suite and the
+/// benchmark, which measure the C path on each backend a machine has).
+///
+/// # Safety
+///
+/// As [`kevent_init`].
+pub unsafe fn init_on(
+    b: RawBackend,
+    ring: *mut kevent_ring,
+    num: c_uint,
+    flags: c_uint,
+) -> Result<c_int, Errno> {
+    if b.syscalls().is_none() {
+        // The one re-check of what the copies depend on (uaccess, safecopy): cheap here,
+        // never on the per-call path.
+        uaccess::refresh();
+        if !ring.is_null() {
             uaccess::check_ring(ring, num)?;
         }
-        // SAFETY: native: the kernel checks `ring` itself. Fallback: the ring was just checked
-        // mapped, writable and aligned. That it stays so while the queue lives is this
-        // function's C contract.
-        unsafe { b.init(ring, num, flags) }
-    }))
+    }
+    // SAFETY: native: the kernel checks `ring` itself. Fallback: the ring was just checked
+    // mapped, writable and aligned. That it stays so while the queue lives is this function's
+    // C contract.
+    unsafe { b.init(ring, num, flags) }
 }
 
 /// `int kevent_ctl(int fd, unsigned int cmd, unsigned int num, struct ukevent *arg)`—Adds,
@@ -70,13 +100,41 @@ pub unsafe extern "C" fn kevent_ctl(
     num: c_uint,
     arg: *mut ukevent,
 ) -> c_int {
-    c_return(process().and_then(|b| match b.syscalls() {
+    c_return(process().and_then(|b| {
+        // SAFETY: this function's C contract is `ctl_on`'s.
+        unsafe { ctl_on(b, fd, cmd, num, arg) }
+    }))
+}
+
+/// What [`kevent_ctl`] does, on the backend `b` (see [`init_on`]).
+///
+/// # Safety
+///
+/// `arg` is NULL, or an address with nothing mapped, or valid for reads and writes of `num`
+/// ukevents that nothing else writes during the call; a ring registered with `fd` is covered
+/// by `kevent_init`'s contract.
+pub unsafe fn ctl_on(
+    b: RawBackend,
+    fd: c_int,
+    cmd: c_uint,
+    num: c_uint,
+    arg: *mut ukevent,
+) -> Result<u32, Errno> {
+    match b.syscalls() {
         // SAFETY: `t` came from detection (module docs); the kernel copies `arg` in and out
         // itself (EFAULT for a bad pointer), and a ring of `fd` is covered by kevent_init's
         // contract.
         Some(t) => unsafe { syscall::kevent_ctl(&t, fd, cmd, num, arg) },
-        None => uaccess::with_events_inout(arg, num, |ev| b.ctl(fd, cmd, ev)),
-    }))
+        None => {
+            if num > 0 && uaccess::copies_may_create_fds() {
+                // The copy would make a pipe: first the queue fd's EBADF/EINVAL (an ADD of no
+                // entries checks the fd and changes nothing), so that no fd is ever created
+                // for a call on a bad one (decision P22).
+                b.ctl(fd, KEVENT_CTL_ADD, &mut [])?;
+            }
+            uaccess::with_events_inout(arg, num, |ev| b.ctl(fd, cmd, ev))
+        }
+    }
 }
 
 /// `int kevent_get_events(int fd, unsigned int min_nr, unsigned int max_nr, struct timespec
@@ -109,8 +167,8 @@ pub unsafe extern "C" fn kevent_get_events(
 }
 
 /// What [`kevent_get_events`] does, on the backend `b` instead of the process's, returning
-/// the `Errno` instead of setting `errno`. The conformance suite runs the C library's
-/// argument checks through it on every backend a machine has.
+/// the `Errno` instead of setting `errno` (see [`init_on`]). The conformance suite runs the C
+/// library's argument checks through it on every backend a machine has.
 ///
 /// # Safety
 ///
@@ -163,7 +221,20 @@ pub unsafe extern "C" fn kevent_wait(
     timeout: libc::timespec,
     flags: c_uint,
 ) -> c_int {
-    c_return(process().and_then(|b| b.wait(fd, num, old_uidx, &timeout, flags)))
+    c_return(process().and_then(|b| wait_on(b, fd, num, old_uidx, &timeout, flags)))
+}
+
+/// What [`kevent_wait`] does, on the backend `b` (see [`init_on`]). Safe: the only memory it
+/// writes is a ring, covered by `kevent_init`'s contract.
+pub fn wait_on(
+    b: RawBackend,
+    fd: c_int,
+    num: c_uint,
+    old_uidx: c_uint,
+    timeout: &libc::timespec,
+    flags: c_uint,
+) -> Result<u32, Errno> {
+    b.wait(fd, num, old_uidx, timeout, flags)
 }
 
 /// `int kevent_commit(int fd, unsigned int new_uidx, unsigned int over)`—Releases ring slots
@@ -175,5 +246,10 @@ pub unsafe extern "C" fn kevent_wait(
 /// kevent_init's contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kevent_commit(fd: c_int, new_uidx: c_uint, over: c_uint) -> c_int {
-    c_return(process().and_then(|b| b.commit(fd, new_uidx, over)))
+    c_return(process().and_then(|b| commit_on(b, fd, new_uidx, over)))
+}
+
+/// What [`kevent_commit`] does, on the backend `b` (see [`init_on`]).
+pub fn commit_on(b: RawBackend, fd: c_int, new_uidx: c_uint, over: c_uint) -> Result<u32, Errno> {
+    b.commit(fd, new_uidx, over)
 }

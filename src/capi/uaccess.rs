@@ -2,25 +2,30 @@
 //! address becomes `EFAULT`.
 //!
 //! The kernel never faults on a bad user pointer: `copy_from_user`/`copy_to_user` return
-//! `EFAULT`. The C API promises the same on both backends, so user memory is never touched
-//! directly. It is copied with `process_vm_readv`/`process_vm_writev` on our own pid, which
-//! are `copy_from_user`/`copy_to_user` exposed to userspace: an unmapped, read-only (for
-//! writes) or NULL address makes them fail with `EFAULT` instead of raising `SIGSEGV`. If a
-//! seccomp policy denies them (`EPERM`/`ENOSYS`), the copy goes through a per-thread pipe
-//! instead (`write(2)` from user memory, `read(2)` into it), which faults the same way.
+//! `EFAULT`. The C API promises the same on both backends, so user memory is never touched by
+//! ordinary Rust code. On the fallback backend it is copied with
+//! [`kevent_fallback::signal::safecopy`]: one small copy routine whose faults the process's
+//! `SIGSEGV`/`SIGBUS` handler turns into `EFAULT` (gVisor's "safecopy"). A good pointer costs
+//! a `memcpy`, no system call and no file descriptor. Where that is not usable (a thread that
+//! blocks `SIGSEGV` or `SIGBUS`, a program that installed its own handler for them after the
+//! library, another architecture, the native backend; details in the safecopy module), the
+//! copy is made by the kernel instead: `process_vm_readv`/`process_vm_writev` on our own pid,
+//! and if those are refused, a per-thread pipe (`write(2)` from user memory, `read(2)` into
+//! it), which fault the same way.
 //!
 //! # What is copied, and when
 //!
-//! * **Native backend: nothing.** The kernel's own syscalls copy user memory themselves, so
-//!   `src/capi/calls.rs` hands the C pointers straight to them; the C API adds no cost.
+//! * **Native backend: nothing** for the five calls. The kernel's own syscalls copy user
+//!   memory themselves, so `src/capi/calls.rs` hands the C pointers straight to them. The
+//!   POSIX timer calls copy their few bytes with system calls here: a process that never
+//!   calls the fallback engine gets no signal handler from the library.
 //! * **Fallback backend**, whose engine works on Rust slices:
-//!   * `kevent_ctl`: `num` entries are read into a private buffer (one syscall), the engine
-//!     runs on it, and the span of entries it changed is written back (one syscall, none if
-//!     nothing changed; a read-only array the call does not write to stays legal, as with the
-//!     kernel).
+//!   * `kevent_ctl`: `num` entries are read into a private buffer, the engine runs on it, and
+//!     the span of entries it changed is written back (nothing if it changed none: a
+//!     read-only array the call does not write to stays legal, as with the kernel).
 //!   * `kevent_get_events`: the engine fills a private buffer, then the events it returned are
-//!     written out (one syscall; none when it returns 0). At most [`MAX_OUT`] events are
-//!     returned per call.
+//!     written out (nothing when it returns 0). At most [`MAX_OUT`] events are returned per
+//!     call.
 //!   * `kevent_init`: the whole ring is checked readable and writable once. After that the
 //!     engine writes the ring through its raw pointer on every `get_events`/`wait`/`commit`
 //!     (the "already validated pointer": `kevent_wait` and `kevent_commit`, the ring fast path,
@@ -30,15 +35,29 @@
 //!
 //! A cache of "already validated" `ctl`/`get_events` buffers was considered and rejected: a
 //! buffer can be unmapped between two calls, and only a new check notices; a cached pointer
-//! would turn the kernel's `EFAULT` into a crash. Measured costs are in `docs/c-api.md`
-//! (`cargo test --release -p kevent-c --lib uaccess_cost -- --nocapture --ignored`).
+//! would turn the kernel's `EFAULT` into a crash. Measured costs are in `docs/c-api.md`.
+//!
+//! # Optional system calls
+//!
+//! `process_vm_readv`/`writev` are probed once (reading one byte of our own memory) the first
+//! time a copy needs them; any failure selects the pipe. `madvise(MADV_WIPEONFORK)` (the pid
+//! cache) is tried once; any failure means no cache. A refusal that comes later (a seccomp
+//! filter installed after the probe) switches to the pipe as well.
+//!
+//! # File descriptors
+//!
+//! Only the pipe path needs any, and it takes them after the call's queue fd was validated
+//! (`calls.rs` asks [`copies_may_create_fds`]) and moves them above the same floor as the
+//! engine's internal fds (half the soft `RLIMIT_NOFILE`, at most 1024), so a copy never
+//! leaves a number the program may have just closed taken.
 //!
 //! # Safety
 //!
-//! User addresses are kept as integers (`usize`) and are only ever passed to the kernel, which
-//! checks them; they are never dereferenced here. Local buffers passed alongside are our own,
-//! sized for the copy. Typed reads go through [`Plain`], implemented only for types whose
-//! every bit pattern is a valid value, so bytes from the caller can never make an invalid one.
+//! User addresses are kept as integers (`usize`) and are only ever passed to the safecopy
+//! routine or the kernel, which check them; they are never dereferenced here. Local buffers
+//! passed alongside are our own, sized for the copy. Typed reads go through [`Plain`],
+//! implemented only for types whose every bit pattern is a valid value, so bytes from the
+//! caller can never make an invalid one.
 #![allow(unsafe_code)]
 
 use std::cell::RefCell;
@@ -47,10 +66,12 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
+use kevent_fallback::signal::safecopy;
 use kevent_sys::{Errno, kevent_id, kevent_ring, ukevent};
 
-/// Entries kept on the stack before a heap buffer is used.
-const INLINE: usize = 64;
+/// Entries `kevent_ctl` keeps on the stack (two arrays of them: 1280 bytes, below the page
+/// that would need a stack probe) before heap buffers are used.
+const INLINE: usize = 16;
 
 /// The most events one fallback `kevent_get_events` returns through the C API (the private
 /// buffer is this many entries at most; `min_nr` is clamped to it).
@@ -61,22 +82,93 @@ const CHUNK: usize = 4096;
 
 const ZERO_EVENT: ukevent = ukevent::new(0, kevent_id::from_u64(0), 0, 0);
 
-/// Set once `process_vm_readv`/`writev` was denied: copy through a pipe from then on.
+/// Set once `process_vm_readv`/`writev` were found unusable: copy through a pipe from then on.
 static USE_PIPE: AtomicBool = AtomicBool::new(false);
+
+/// Whether the `process_vm_*` probe ran.
+static VM_PROBED: AtomicBool = AtomicBool::new(false);
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Path {
+    Safecopy,
+    ProcessVm,
+    Pipe,
+}
 
 #[cfg(test)]
 thread_local! {
-    /// Tests run the pipe path on one thread without touching the process-wide switch.
-    static FORCE_PIPE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Tests force a path on one thread without touching the process-wide state.
+    static FORCE: std::cell::Cell<Option<Path>> = const { std::cell::Cell::new(None) };
 }
 
-/// Whether copies go through the pipe.
-fn pipe_only() -> bool {
-    #[cfg(test)]
-    if FORCE_PIPE.with(std::cell::Cell::get) {
-        return true;
+/// Set by the first copy for the fallback engine (its `kevent_init`, `kevent_ctl`,
+/// `kevent_get_events`): from then on safecopy may be used. A process that only ever uses the
+/// native backend never sets it, so it gets no signal handler from the library (its POSIX
+/// timer arguments are copied with system calls).
+static FALLBACK_IN_USE: AtomicBool = AtomicBool::new(false);
+
+fn fallback_in_use() {
+    if !FALLBACK_IN_USE.load(Ordering::Relaxed) {
+        FALLBACK_IN_USE.store(true, Ordering::Relaxed);
     }
-    USE_PIPE.load(Ordering::Relaxed)
+}
+
+fn safecopy_allowed() -> bool {
+    FALLBACK_IN_USE.load(Ordering::Relaxed)
+}
+
+/// How this thread copies now.
+fn path() -> Path {
+    #[cfg(test)]
+    if let Some(p) = FORCE.with(std::cell::Cell::get) {
+        return p;
+    }
+    if safecopy_allowed() && safecopy::usable() {
+        return Path::Safecopy;
+    }
+    if !VM_PROBED.load(Ordering::Relaxed) {
+        probe_process_vm();
+    }
+    if USE_PIPE.load(Ordering::Relaxed) {
+        Path::Pipe
+    } else {
+        Path::ProcessVm
+    }
+}
+
+/// Re-checks what the copies depend on (safecopy's handler and this thread's signal mask);
+/// `kevent_init` calls it, never the per-call path.
+pub(crate) fn refresh() {
+    fallback_in_use();
+    safecopy::refresh();
+}
+
+/// Whether a copy on this thread may need to create file descriptors (the pipe path): then
+/// the caller validates its queue fd first (spec: a call never creates an fd before that).
+pub(crate) fn copies_may_create_fds() -> bool {
+    path() == Path::Pipe
+}
+
+/// Probes `process_vm_readv` once: one byte of our own memory must come back. Any failure
+/// (`ENOSYS`, `EPERM` from seccomp, anything else) selects the pipe for good.
+fn probe_process_vm() {
+    let src: u8 = 0x5a;
+    let mut dst: u8 = 0;
+    let local = libc::iovec {
+        iov_base: (&raw mut dst).cast(),
+        iov_len: 1,
+    };
+    let remote = libc::iovec {
+        iov_base: (&raw const src).cast_mut().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: both iovecs describe one live local byte each; the kernel writes `dst` only.
+    let n = unsafe { libc::process_vm_readv(own_pid(), &local, 1, &remote, 1, 0) };
+    let ok = n == 1 && std::hint::black_box(dst) == src;
+    if !ok {
+        USE_PIPE.store(true, Ordering::Relaxed);
+    }
+    VM_PROBED.store(true, Ordering::Relaxed);
 }
 
 /// Types that may be filled with arbitrary bytes from a C caller.
@@ -118,7 +210,24 @@ unsafe fn copy(dir: Dir, local: *mut u8, user: usize, len: usize) -> Result<(), 
     if user.checked_add(len).is_none() {
         return Err(Errno::EFAULT);
     }
-    if !pipe_only() {
+    let mut how = path();
+    if how == Path::Safecopy {
+        let u: *mut u8 = std::ptr::without_provenance_mut(user);
+        // SAFETY: `local` per this function's contract; `u` is the caller's address, which
+        // safecopy may touch (a fault becomes EFAULT).
+        let r = unsafe {
+            match dir {
+                Dir::FromUser => safecopy::copy(local, u, len),
+                Dir::ToUser => safecopy::copy(u, local, len),
+            }
+        };
+        match r {
+            // The handler went away between `usable` and the copy: the kernel copies.
+            Err(Errno::ENOSYS) => how = Path::ProcessVm,
+            r => return r,
+        }
+    }
+    if how == Path::ProcessVm && !USE_PIPE.load(Ordering::Relaxed) {
         // SAFETY: this function's contract.
         match unsafe { vm_copy(dir, local, user, len) } {
             Err(e) if e == Errno::EPERM || e == Errno::ENOSYS => {
@@ -228,6 +337,33 @@ unsafe fn vm_copy(dir: Dir, local: *mut u8, user: usize, len: usize) -> Result<(
     Ok(())
 }
 
+/// Moves one of the library's own fds to the lowest free number at or above half the soft
+/// `RLIMIT_NOFILE` (at most 1024), close-on-exec: the same rule as the fallback engine's
+/// internal fds, so that it never keeps a number the program just closed. Where nothing is
+/// free there it stays where it is.
+fn above_floor(fd: OwnedFd) -> OwnedFd {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a live local the call writes.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return fd;
+    }
+    let floor = (lim.rlim_cur / 2).min(1024) as libc::c_int;
+    if floor < 3 || fd.as_raw_fd() >= floor {
+        return fd;
+    }
+    // SAFETY: F_DUPFD_CLOEXEC takes integers; it duplicates our own open fd.
+    let high = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, floor) };
+    if high < 0 {
+        return fd;
+    }
+    // SAFETY: `high` was just returned by fcntl: a new fd nobody else owns. `fd` (the low
+    // number) is closed when it is dropped here.
+    unsafe { OwnedFd::from_raw_fd(high) }
+}
+
 /// A nonblocking pipe: bytes written from one address are read into another, and the kernel
 /// checks both.
 #[derive(Debug)]
@@ -237,6 +373,7 @@ struct Pipe {
 }
 
 impl Pipe {
+    /// A new pipe whose two ends sit above the internal fd floor ([`above_floor`]).
     fn new() -> Result<Pipe, Errno> {
         let mut fds = [-1; 2];
         // SAFETY: pipe2 writes two fds into `fds`, a local array of two ints.
@@ -244,11 +381,10 @@ impl Pipe {
             return Err(Errno::last());
         }
         // SAFETY: pipe2 succeeded, so both fds are new and owned by nobody else.
-        Ok(unsafe {
-            Pipe {
-                r: OwnedFd::from_raw_fd(fds[0]),
-                w: OwnedFd::from_raw_fd(fds[1]),
-            }
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        Ok(Pipe {
+            r: above_floor(r),
+            w: above_floor(w),
         })
     }
 
@@ -362,67 +498,56 @@ pub(crate) fn write_value<T: Plain>(user: *mut T, v: &T) -> Result<(), Errno> {
     }
 }
 
-/// A private array of ukevents: on the stack up to [`INLINE`], else on the heap.
-#[allow(
-    clippy::large_enum_variant,
-    reason = "the inline variant is the point: no heap allocation for up to INLINE entries"
-)]
-enum EventBuf {
-    Inline([MaybeUninit<ukevent>; INLINE]),
-    Heap(Vec<MaybeUninit<ukevent>>),
+/// Reads the `n` entries at the C caller's `user` into `slots` (exactly `n` long).
+fn read_events(
+    slots: &mut [MaybeUninit<ukevent>],
+    user: *const ukevent,
+) -> Result<&mut [ukevent], Errno> {
+    // SAFETY: `slots` is valid for writes of its length in entries.
+    unsafe {
+        copy(
+            Dir::FromUser,
+            slots.as_mut_ptr().cast(),
+            user.addr(),
+            std::mem::size_of_val(slots),
+        )?
+    };
+    // SAFETY: the copy wrote every entry, and any bytes are a valid ukevent (`Plain`).
+    Ok(unsafe { &mut *(slots as *mut [MaybeUninit<ukevent>] as *mut [ukevent]) })
 }
 
-impl EventBuf {
-    /// Room for `n` entries, uninitialized; `ENOMEM` if the heap refuses.
-    fn new(n: usize) -> Result<EventBuf, Errno> {
-        if n <= INLINE {
-            return Ok(EventBuf::Inline([const { MaybeUninit::uninit() }; INLINE]));
-        }
-        let mut v = Vec::new();
-        v.try_reserve_exact(n).map_err(|_| Errno::ENOMEM)?;
-        v.resize(n, MaybeUninit::uninit());
-        Ok(EventBuf::Heap(v))
+/// Copies `src` into `slots` (exactly as long).
+fn copy_events<'a>(slots: &'a mut [MaybeUninit<ukevent>], src: &[ukevent]) -> &'a [ukevent] {
+    for (slot, ev) in slots.iter_mut().zip(src) {
+        slot.write(*ev);
     }
-
-    fn slots(&mut self) -> &mut [MaybeUninit<ukevent>] {
-        match self {
-            EventBuf::Inline(a) => a,
-            EventBuf::Heap(v) => v,
-        }
-    }
-
-    /// The first `n` entries, read from the C caller's array at `user`.
-    fn read_from(&mut self, user: *const ukevent, n: usize) -> Result<&mut [ukevent], Errno> {
-        let slots = self.slots().get_mut(..n).ok_or(Errno::EINVAL)?;
-        // SAFETY: `slots` is valid for writes of `n` entries.
-        unsafe {
-            copy(
-                Dir::FromUser,
-                slots.as_mut_ptr().cast(),
-                user.addr(),
-                n * size_of::<ukevent>(),
-            )?
-        };
-        // SAFETY: the copy wrote all `n` entries, and any bytes are a valid ukevent (`Plain`).
-        Ok(unsafe { &mut *(slots as *mut [MaybeUninit<ukevent>] as *mut [ukevent]) })
-    }
-
-    /// The first `n` entries, copied from `src`.
-    fn copy_of(&mut self, src: &[ukevent]) -> Result<&[ukevent], Errno> {
-        let slots = self.slots().get_mut(..src.len()).ok_or(Errno::EINVAL)?;
-        for (slot, ev) in slots.iter_mut().zip(src) {
-            slot.write(*ev);
-        }
-        // SAFETY: every one of these entries was just written.
-        Ok(unsafe { &*(slots as *const [MaybeUninit<ukevent>] as *const [ukevent]) })
-    }
+    // SAFETY: every one of the entries (as many as `src`, which is as long) was just written.
+    unsafe { &*(slots as *const [MaybeUninit<ukevent>] as *const [ukevent]) }
 }
 
-fn event_bytes(e: &ukevent) -> &[u8] {
-    let p: *const ukevent = e;
-    // SAFETY: a ukevent is 40 bytes of integers (and a pointer) without padding, readable for
-    // the lifetime of the borrow.
-    unsafe { std::slice::from_raw_parts(p.cast::<u8>(), size_of::<ukevent>()) }
+/// Room for `n` entries on the heap, uninitialized; `ENOMEM` if the heap refuses.
+fn heap_slots(n: usize) -> Result<Vec<MaybeUninit<ukevent>>, Errno> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Errno::ENOMEM)?;
+    v.resize(n, MaybeUninit::uninit());
+    Ok(v)
+}
+
+/// Whether two entries are the same bits (all 40 bytes: a ukevent has no padding), as five
+/// word compares rather than a `memcmp` call per entry.
+fn same_event(a: &ukevent, b: &ukevent) -> bool {
+    let words = |e: &ukevent| {
+        [
+            e.id.as_u64(),
+            u64::from(e.type_) | (u64::from(e.event) << 32),
+            u64::from(e.req_flags) | (u64::from(e.ret_flags) << 32),
+            u64::from(e.ret_data[0]) | (u64::from(e.ret_data[1]) << 32),
+            e.cookie(),
+        ]
+    };
+    let (a, b) = (words(a), words(b));
+    // Not `a == b`: array equality becomes a `memcmp` call.
+    a.iter().zip(&b).fold(0, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Writes `events` to the C caller's array at `user`.
@@ -446,32 +571,53 @@ pub(crate) fn with_events_inout<R>(
     num: u32,
     f: impl FnOnce(&mut [ukevent]) -> Result<R, Errno>,
 ) -> Result<R, Errno> {
+    fallback_in_use();
     let n = num as usize;
-    if n > 0 {
-        // Before allocating two arrays of `n` entries: a NULL or unmapped array is EFAULT, as
-        // the kernel would answer, not ENOMEM for a huge `num` (the ends are probed here; the
-        // copy below checks every byte).
-        if user.is_null() {
-            return Err(Errno::EFAULT);
-        }
-        let last = (user as usize)
-            .checked_add(n * std::mem::size_of::<ukevent>() - 1)
-            .ok_or(Errno::EFAULT)?;
-        read_value(user.cast::<u8>().cast_const())?;
-        read_value(last as *const u8)?;
+    if n == 0 {
+        return f(&mut []);
     }
-    let mut buf = EventBuf::new(n)?;
-    let mut orig_buf = EventBuf::new(n)?;
-    let events = buf.read_from(user, n)?;
-    let orig = orig_buf.copy_of(events)?;
+    if user.is_null() {
+        return Err(Errno::EFAULT);
+    }
+    if n <= INLINE {
+        // The common case: two arrays on the stack, nothing to allocate or initialize.
+        let mut work = [const { MaybeUninit::<ukevent>::uninit() }; INLINE];
+        let mut orig = [const { MaybeUninit::<ukevent>::uninit() }; INLINE];
+        let (Some(work), Some(orig)) = (work.get_mut(..n), orig.get_mut(..n)) else {
+            return Err(Errno::EINVAL);
+        };
+        return inout(user, work, orig, f);
+    }
+    // Before allocating two arrays of `n` entries: a NULL or unmapped array is EFAULT, as the
+    // kernel would answer, not ENOMEM for a huge `num` (the ends are probed here; the copy
+    // below checks every byte).
+    let last = (user as usize)
+        .checked_add(n * size_of::<ukevent>() - 1)
+        .ok_or(Errno::EFAULT)?;
+    read_value(user.cast::<u8>().cast_const())?;
+    read_value(last as *const u8)?;
+    let mut work = heap_slots(n)?;
+    let mut orig = heap_slots(n)?;
+    inout(user, &mut work, &mut orig, f)
+}
+
+/// [`with_events_inout`] on two private arrays of `num` slots each.
+fn inout<R>(
+    user: *mut ukevent,
+    work: &mut [MaybeUninit<ukevent>],
+    orig: &mut [MaybeUninit<ukevent>],
+    f: impl FnOnce(&mut [ukevent]) -> Result<R, Errno>,
+) -> Result<R, Errno> {
+    let events = read_events(work, user)?;
+    let orig = copy_events(orig, events);
     let r = f(events);
-    let changed = |(a, b): (&ukevent, &ukevent)| event_bytes(a) != event_bytes(b);
-    let first = events.iter().zip(orig).position(changed);
-    let last = events.iter().zip(orig).rposition(changed);
-    if let (Some(first), Some(last)) = (first, last) {
-        let span = events.get(first..=last).ok_or(Errno::EINVAL)?;
-        write_events(user.wrapping_add(first), span)?;
-    }
+    let changed = |(a, b): (&ukevent, &ukevent)| !same_event(a, b);
+    let Some(first) = events.iter().zip(orig).position(changed) else {
+        return r;
+    };
+    let last = events.iter().zip(orig).rposition(changed).unwrap_or(first);
+    let span = events.get(first..=last).ok_or(Errno::EINVAL)?;
+    write_events(user.wrapping_add(first), span)?;
     r
 }
 
@@ -492,6 +638,7 @@ pub(crate) fn with_events_out(
     max_nr: u32,
     f: impl FnOnce(&mut [ukevent]) -> Result<u32, Errno>,
 ) -> Result<u32, Errno> {
+    fallback_in_use();
     if user.is_null() && max_nr > 0 {
         return Err(Errno::EFAULT);
     }
@@ -528,6 +675,7 @@ pub(crate) fn with_events_out(
 /// `EINVAL` if `ring` is not aligned for `struct kevent_ring` (no C program can make such a
 /// pointer without undefined behaviour, and the engine writes it with aligned stores).
 pub(crate) fn check_ring(ring: *mut kevent_ring, num: u32) -> Result<(), Errno> {
+    fallback_in_use();
     if ring.addr() % std::mem::align_of::<kevent_ring>() != 0 {
         return Err(Errno::EINVAL);
     }
@@ -552,12 +700,27 @@ mod tests {
     use super::*;
     use std::time::Instant;
 
-    /// Runs `f` once with process_vm_* and once through the pipe.
-    fn both_ways(f: impl Fn()) {
-        f();
-        FORCE_PIPE.with(|p| p.set(true));
-        f();
-        FORCE_PIPE.with(|p| p.set(false));
+    /// The paths a copy can take here: safecopy (x86_64), `process_vm_*`, the pipe.
+    fn paths() -> Vec<Path> {
+        let mut v = Vec::new();
+        if cfg!(target_arch = "x86_64") {
+            assert!(
+                safecopy::refresh(),
+                "safecopy must be usable in this test thread"
+            );
+            v.push(Path::Safecopy);
+        }
+        v.extend([Path::ProcessVm, Path::Pipe]);
+        v
+    }
+
+    /// Runs `f` once on every path.
+    fn all_ways(f: impl Fn()) {
+        for p in paths() {
+            FORCE.with(|c| c.set(Some(p)));
+            f();
+        }
+        FORCE.with(|c| c.set(None));
     }
 
     /// Two pages whose second page is inaccessible (`PROT_NONE`: the kernel's copies fail on
@@ -614,6 +777,8 @@ mod tests {
     /// never copies from its parent.
     #[test]
     fn cached_pid_follows_fork() {
+        // The child copies with process_vm_readv (the thread-local choice is inherited).
+        FORCE.with(|c| c.set(Some(Path::ProcessVm)));
         // SAFETY: getpid has no preconditions.
         assert_eq!(own_pid(), unsafe { libc::getpid() });
         // SAFETY: the child only calls async-signal-safe functions (getpid, the atomic load
@@ -635,11 +800,12 @@ mod tests {
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
             "{status:#x}"
         );
+        FORCE.with(|c| c.set(None));
     }
 
     #[test]
     fn values_round_trip_and_bad_addresses_are_efault() {
-        both_ways(|| {
+        all_ways(|| {
             let mut x: libc::c_int = 0;
             write_value(&mut x, &42).unwrap();
             assert_eq!(read_value(&x), Ok(42));
@@ -670,7 +836,7 @@ mod tests {
 
     #[test]
     fn inout_writes_back_only_the_changed_span() {
-        both_ways(|| {
+        all_ways(|| {
             let mut arr = [ZERO_EVENT; 5];
             for (i, e) in arr.iter_mut().enumerate() {
                 e.event = i as u32;
@@ -724,7 +890,7 @@ mod tests {
 
     #[test]
     fn out_writes_what_was_filled() {
-        both_ways(|| {
+        all_ways(|| {
             let mut arr = [ZERO_EVENT; 4];
             let r = with_events_out(arr.as_mut_ptr(), 4, |ev| {
                 assert_eq!(ev.len(), 4);
@@ -771,7 +937,7 @@ mod tests {
 
     #[test]
     fn ring_check_needs_the_whole_ring_writable() {
-        both_ways(|| {
+        all_ways(|| {
             let p = Pages::new();
             // 8 + 2 * 40 bytes at the end of the first page: fits; one more entry does not.
             let ring = p.rw.wrapping_add(p.page - 88).cast::<kevent_ring>();
@@ -813,9 +979,9 @@ mod tests {
             std::hint::black_box(unsafe { libc::getpid() });
         });
         println!("getpid(): {getpid:.0} ns");
-        for pipe in [false, true] {
-            FORCE_PIPE.with(|p| p.set(pipe));
-            let how = if pipe { "pipe" } else { "process_vm" };
+        for p in paths() {
+            FORCE.with(|c| c.set(Some(p)));
+            let how = format!("{p:?}");
             for n in [1usize, 8, 64] {
                 let mut src = vec![ZERO_EVENT; n];
                 let mut dst = vec![ZERO_EVENT; n];
@@ -844,6 +1010,6 @@ mod tests {
             let check = ns_per(2_000, || check_ring(ring.as_mut_ptr().cast(), 256).unwrap());
             println!("{how:>10} ring check at init, 256 entries: {check:.0} ns");
         }
-        FORCE_PIPE.with(|p| p.set(false));
+        FORCE.with(|c| c.set(None));
     }
 }
