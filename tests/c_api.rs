@@ -1,226 +1,21 @@
 //! The C library checked from C (issue 5): the programs in `examples/c/` are compiled with the
 //! cc crate's compiler against the generated `<kevent/kevent.h>` and the built library, with
-//! `-Wall -Wextra -Werror`, as C99 and (where stated) as C++17, then run. Each program prints
-//! what it checks and exits non-zero on the first failure class; the harness prints its output.
+//! `-pedantic -Wall -Wextra -Werror`, as C99 and (where stated) as C++17, then run. Each
+//! program prints what it checks and exits non-zero on the first failure class; the harness
+//! prints its output. The header alone is checked in C99, C11, C++17 and C++20, and
+//! `kevent-sys/include/linux/ukevent.h` as the kernel's uapi header (issue 11).
 //!
-//! The library and header are found next to this test executable: `target/<profile>/deps/`
-//! holds the test, `target/<profile>/` holds `libkevent_c.so`, `libkevent_c.a`, the
-//! `libkevent.so*` / `libkevent.a` symlinks and `include/kevent/kevent.h` (see `build.rs`).
-//! Compiled programs go to `target/<profile>/c-tests/`.
+//! Finding the library and header, compiling and running: `tests/c_support/mod.rs`.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod c_support;
 
-/// How long one C program may run.
-const RUN_LIMIT: Duration = Duration::from_secs(90);
+use std::path::Path;
+use std::process::Command;
 
-fn profile_dir() -> PathBuf {
-    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        let exe = std::env::current_exe().expect("current_exe");
-        // target/<profile>/deps/c_api-<hash>
-        let dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the test executable lives in target/<profile>/deps")
-            .to_path_buf();
-        ensure_c_library(&dir);
-        dir
-    })
-    .clone()
-}
-
-/// `cargo test` builds the root package only as the rlib its tests link; the C library
-/// (`libkevent_c.so`, `libkevent_c.a`) exists only after a `cargo build`. Build it here when
-/// it is missing, so that `cargo test --workspace` on a fresh clone runs these tests.
-fn ensure_c_library(profile: &Path) {
-    if profile.join("libkevent_c.so").exists() && profile.join("libkevent_c.a").exists() {
-        return;
-    }
-    let target = profile.parent().expect("target/<profile>");
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.args(["build", "-p", "kevent-c", "--lib"])
-        .current_dir(repo_dir())
-        .env("CARGO_TARGET_DIR", target);
-    if profile.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let status = cmd.status().expect("run cargo build for the C library");
-    assert!(status.success(), "cargo build -p kevent-c --lib failed");
-}
-
-fn repo_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn include_dir() -> PathBuf {
-    profile_dir().join("include")
-}
-
-fn out_dir() -> PathBuf {
-    let d = profile_dir().join("c-tests");
-    std::fs::create_dir_all(&d).expect("create c-tests dir");
-    d
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Lang {
-    C99,
-    Cxx17,
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Link {
-    /// `-lkevent` against `libkevent.so` (soname `libkevent.so.1`), with an rpath.
-    Shared,
-    /// `libkevent.a` and the native libraries a Rust staticlib needs.
-    Static,
-}
-
-fn compiler(lang: Lang) -> Command {
-    let target = env!("KEVENT_C_TARGET");
-    let tool = cc::Build::new()
-        .cargo_metadata(false)
-        .cargo_warnings(false)
-        .target(target)
-        .host(target)
-        .opt_level(0)
-        .debug(false)
-        .cpp(matches!(lang, Lang::Cxx17))
-        .get_compiler();
-    let mut cmd = tool.to_command();
-    match lang {
-        Lang::C99 => cmd.args(["-std=c99", "-x", "c"]),
-        Lang::Cxx17 => cmd.args(["-std=c++17", "-x", "c++"]),
-    };
-    cmd.args(["-Wall", "-Wextra", "-Werror"]);
-    cmd
-}
-
-fn run_checked(mut cmd: Command, what: &str) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{what} failed: {cmd:?}\n{text}");
-    text
-}
-
-/// Compiles `src` into `target/<profile>/c-tests/<name>` and returns the executable.
-fn build(src: &Path, name: &str, lang: Lang, link: Link) -> PathBuf {
-    let exe = out_dir().join(name);
-    let mut cmd = compiler(lang);
-    cmd.arg("-I")
-        .arg(include_dir())
-        .arg(src)
-        .arg("-o")
-        .arg(&exe);
-    // After the source: -x applies to inputs, and libraries must follow their users.
-    cmd.args(["-x", "none"]);
-    let profile = profile_dir();
-    match link {
-        Link::Shared => {
-            cmd.arg("-L").arg(&profile).arg("-lkevent");
-            cmd.arg(format!("-Wl,-rpath,{}", profile.display()));
-        }
-        Link::Static => {
-            cmd.arg(profile.join("libkevent.a"));
-            cmd.args([
-                "-lgcc_s",
-                "-lutil",
-                "-lrt",
-                "-lpthread",
-                "-lm",
-                "-ldl",
-                "-lc",
-            ]);
-        }
-    }
-    run_checked(
-        cmd,
-        &format!("compiling {} ({lang:?}, {link:?})", src.display()),
-    );
-    exe
-}
-
-/// Runs `exe` with a time limit; prints its output; fails the test on a non-zero exit.
-fn run(exe: &Path) {
-    // cargo puts target/<profile> on LD_LIBRARY_PATH for tests, which would win over the
-    // programs' own rpath: they must find libkevent.so.1 the way users' programs do.
-    let mut child = Command::new(exe)
-        .env_remove("LD_LIBRARY_PATH")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break Some(status);
-        }
-        if start.elapsed() > RUN_LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let mut out = String::new();
-    let mut err = String::new();
-    if let Some(mut s) = child.stdout.take() {
-        let _ = s.read_to_string(&mut out);
-    }
-    if let Some(mut s) = child.stderr.take() {
-        let _ = s.read_to_string(&mut err);
-    }
-    println!("---- {} ----\n{out}{err}", exe.display());
-    match status {
-        None => panic!("{} ran longer than {RUN_LIMIT:?}", exe.display()),
-        Some(s) => assert!(s.success(), "{} exited with {s}", exe.display()),
-    }
-}
-
-fn example(name: &str) -> PathBuf {
-    repo_dir().join("examples/c").join(format!("{name}.c"))
-}
-
-/// Whether a C++ compiler is there. A missing one skips the C++17 builds with a message, and
-/// fails them under `KEVENT_REQUIRE_ALL=1` (as every tool-dependent test of the project).
-fn have_cxx() -> bool {
-    let found = compiler(Lang::Cxx17)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        let msg = "no C++ compiler (install g++): the C++17 builds of the header are skipped";
-        assert!(
-            std::env::var_os("KEVENT_REQUIRE_ALL").is_none_or(|v| v != "1"),
-            "{msg}"
-        );
-        println!("skipped: {msg}");
-    }
-    found
-}
-
-fn build_and_run(name: &str, lang: Lang, link: Link) {
-    if matches!(lang, Lang::Cxx17) && !have_cxx() {
-        return;
-    }
-    let suffix = match (lang, link) {
-        (Lang::C99, Link::Shared) => "",
-        (Lang::Cxx17, Link::Shared) => "-cxx",
-        (Lang::C99, Link::Static) => "-static",
-        (Lang::Cxx17, Link::Static) => "-cxx-static",
-    };
-    let exe = build(&example(name), &format!("{name}{suffix}"), lang, link);
-    run(&exe);
-}
+use c_support::{
+    Lang, Link, build, build_and_run, compiler, example, have_cxx, include_dir, out_dir,
+    profile_dir, repo_dir, run, run_checked,
+};
 
 #[test]
 fn c_header_is_the_generated_one() {
@@ -241,14 +36,9 @@ fn c_header_is_the_generated_one() {
     assert!(!built.contains("__u32") || built.contains("was <linux/types.h>: __u32"));
 }
 
-/// The header alone, in both languages, with the layout of spec section 1 asserted by the C
-/// compiler; and a clear error in strict ISO C without a POSIX feature macro.
-#[test]
-fn c_header_compiles_alone_with_spec_layout() {
-    let src = out_dir().join("header_only.c");
-    std::fs::write(
-        &src,
-        r#"#define _POSIX_C_SOURCE 200809L
+/// A program that includes nothing but the generated header and asserts the layout of spec
+/// section 1 with the compiler.
+const HEADER_ONLY_C: &str = r#"#define _POSIX_C_SOURCE 200809L
 #include <kevent/kevent.h>
 #include <kevent/kevent.h> /* twice: guarded */
 #define ASSERT(name, cond) typedef char name[(cond) ? 1 : -1]
@@ -273,12 +63,27 @@ int main(void)
 	(void)kevent_backend_unavailable(); /* links */
 	return fd == 42 ? 0 : 1;
 }
-"#,
-    )
-    .expect("write header_only.c");
-    run(&build(&src, "header_only", Lang::C99, Link::Shared));
-    if have_cxx() {
-        run(&build(&src, "header_only-cxx", Lang::Cxx17, Link::Shared));
+"#;
+
+/// The header alone, in C99, C11, C++17 and C++20 with `-pedantic -Werror`, with the layout
+/// of spec section 1 asserted by the compiler; and a clear error in strict ISO C without a
+/// POSIX feature macro.
+#[test]
+fn c_header_compiles_alone_with_spec_layout() {
+    let src = out_dir().join("header_only.c");
+    std::fs::write(&src, HEADER_ONLY_C).expect("write header_only.c");
+    // Every standard C and C++ users build with, -pedantic -Werror included (issue 11: the
+    // anonymous unions are C11, the flexible array member is not C++).
+    for lang in Lang::ALL {
+        if lang.is_cxx() && !have_cxx() {
+            continue;
+        }
+        run(&build(
+            &src,
+            &format!("header_only-{lang:?}"),
+            lang,
+            Link::Shared,
+        ));
     }
 
     let strict = out_dir().join("header_strict.c");
@@ -298,6 +103,102 @@ int main(void)
         !out.status.success() && err.contains("needs POSIX"),
         "{err}"
     );
+}
+
+/// The same checks with clang and clang++, when they are installed (the header must not
+/// depend on GCC's reading of `__extension__`).
+#[test]
+fn c_header_pedantic_with_clang() {
+    let src = out_dir().join("header_only_clang.c");
+    std::fs::write(&src, HEADER_ONLY_C).expect("write header_only_clang.c");
+    for lang in Lang::ALL {
+        let tool = if lang.is_cxx() { "clang++" } else { "clang" };
+        if Command::new(tool).arg("--version").output().is_err() {
+            println!("skipped: no {tool}");
+            continue;
+        }
+        let mut cmd = Command::new(tool);
+        cmd.arg(lang.std_flag())
+            .args(["-x", if lang.is_cxx() { "c++" } else { "c" }])
+            .args([
+                "-pedantic",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-fsyntax-only",
+                "-I",
+            ])
+            .arg(include_dir())
+            .arg(&src);
+        run_checked(cmd, &format!("{tool} {}", lang.std_flag()));
+    }
+}
+
+/// `kevent-sys/include/linux/ukevent.h` is also the kernel port's uapi header
+/// (`include/uapi/linux/ukevent.h`): it must build as the kernel checks uapi headers
+/// (`usr/include/Makefile`: `-std=c90 -Wall -Werror=implicit-function-declaration`, here with
+/// `-Werror`), and as user programs include it (C99, C11, C++17, C++20, `-pedantic -Werror`),
+/// with nothing but `<linux/types.h>`, with the layout of spec section 1; and it uses no libc
+/// type (only `__u32`/`__u64` and plain C types).
+#[test]
+fn c_uapi_header_is_a_valid_kernel_uapi_header() {
+    let include = repo_dir().join("kevent-sys/include");
+    let text = std::fs::read_to_string(include.join("linux/ukevent.h")).expect("ukevent.h");
+    let includes: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("#include"))
+        .collect();
+    assert_eq!(
+        includes,
+        ["#include <linux/types.h>"],
+        "uapi headers include only kernel headers"
+    );
+    for libc_type in [
+        "uint32_t", "uint64_t", "size_t", "int32_t", "int64_t", "time_t", "pid_t",
+    ] {
+        let used = text
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w == libc_type);
+        assert!(!used, "ukevent.h uses the libc type {libc_type}");
+    }
+    let src = out_dir().join("uapi_only.c");
+    std::fs::write(
+        &src,
+        r#"#include <linux/ukevent.h>
+#include <linux/ukevent.h> /* twice: guarded */
+#include <stddef.h> /* the test's offsetof; the header needs nothing but <linux/types.h> */
+#define ASSERT(name, cond) typedef char name[(cond) ? 1 : -1]
+#define OFF(t, m) offsetof(t, m)
+ASSERT(ukevent_size, sizeof(struct ukevent) == 40);
+ASSERT(kevent_id_size, sizeof(struct kevent_id) == 8);
+ASSERT(ring_header, sizeof(struct kevent_ring) == 8);
+ASSERT(type_off, OFF(struct ukevent, type) == 8);
+ASSERT(ret_data_off, OFF(struct ukevent, ret_data) == 24);
+ASSERT(user_off, OFF(struct ukevent, user) == 32);
+ASSERT(ring_events, OFF(struct kevent_ring, event) == 8);
+int main(void)
+{
+	struct kevent_id id;
+	id.raw_u64 = 0;
+	return (int)id.raw[1];
+}
+"#,
+    )
+    .expect("write uapi_only.c");
+    // The kernel's own check (C90, not pedantic: the kernel builds with GNU extensions).
+    let mut cmd = compiler(Lang::C99);
+    cmd.args(["-std=c90", "-Wno-pedantic", "-fsyntax-only", "-I"])
+        .arg(&include)
+        .arg(&src);
+    run_checked(cmd, "ukevent.h as the kernel's uapi check builds it (C90)");
+    for lang in Lang::ALL {
+        if lang.is_cxx() && !have_cxx() {
+            continue;
+        }
+        let mut cmd = compiler(lang);
+        cmd.args(["-fsyntax-only", "-I"]).arg(&include).arg(&src);
+        run_checked(cmd, &format!("ukevent.h alone, {}", lang.std_flag()));
+    }
 }
 
 #[test]
@@ -330,6 +231,15 @@ fn c_tcp_server() {
 fn c_bad_input_every_errno() {
     build_and_run("bad_input", Lang::C99, Link::Shared);
     build_and_run("bad_input", Lang::Cxx17, Link::Shared);
+}
+
+/// Issue 11, items 2 and 4: `dup`/`close`/call gives EBADF in a thread that never called the
+/// library (and after the calls that make the queue create internal fds); a closed queue's
+/// NOMASK SIGNAL kevent gives the signal back to the handler, or to the default action.
+#[test]
+fn c_closed_fds_stay_closed_and_give_signals_back() {
+    build_and_run("closed_fds", Lang::C99, Link::Shared);
+    build_and_run("closed_fds", Lang::Cxx20, Link::Shared);
 }
 
 /// The documented install (`scripts/install.sh`, here without its release build: it installs

@@ -5,7 +5,9 @@
  * commands and flags (EINVAL, D1), bad timespecs (EINVAL), ring rules (EINVAL, EOVERFLOW),
  * NULL or unmapped buffers (EFAULT); per-entry failures of KEVENT_CTL_ADD and _REMOVE
  * (KEVENT_RET_BROKEN with ret_data[1] = -errno: D2, D3); a forked child's copy of a queue
- * (EBADF, D11). A valid call of each kind is checked next to the invalid ones.
+ * (EBADF, D11). A valid call of each kind is checked next to the invalid ones. The EFAULT
+ * cases run twice: in the main thread, and in a thread that blocks SIGSEGV and SIGBUS (where
+ * the fallback library cannot catch a fault and copies caller memory with system calls).
  *
  * Build: cc -std=c99 -Wall -Wextra bad_input.c $(pkg-config --cflags --libs kevent)
  */
@@ -14,6 +16,7 @@
 #include <kevent/kevent.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,6 +335,25 @@ static void fork_child(int q)
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child saw status %#x", status);
 }
 
+/* The EFAULT (and other argument) checks again, in a thread that blocks SIGSEGV and SIGBUS. */
+static void *blocked_faults(void *arg)
+{
+	sigset_t set;
+	(void)arg;
+	sigemptyset(&set);
+	sigaddset(&set, SIGSEGV);
+	sigaddset(&set, SIGBUS);
+	CHECK(pthread_sigmask(SIG_BLOCK, &set, NULL) == 0, "pthread_sigmask");
+	printf("bad_input: again, in a thread that blocks SIGSEGV and SIGBUS\n");
+	int q = kevent_init(NULL, 0, 0);
+	CHECK(q >= 0, "kevent_init");
+	init_args();
+	ctl_args(q);
+	get_events_args(q);
+	close(q);
+	return NULL;
+}
+
 int main(void)
 {
 	alarm(60);
@@ -348,6 +370,9 @@ int main(void)
 	ring_args();
 	fork_child(q);
 	close(q);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, blocked_faults, NULL) == 0 && pthread_join(t, NULL) == 0,
+	      "thread");
 	printf("bad_input: %d checks, %d failed: %s\n", checks, failures, failures ? "FAILED" : "ok");
 	return failures ? 1 : 0;
 }
