@@ -23,6 +23,8 @@
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/hrtimer.h>
+#include <linux/mm.h>
+#include <linux/mmap_lock.h>
 #include <linux/overflow.h>
 #include <linux/rcupdate.h>
 #include <linux/sched/mm.h>
@@ -376,6 +378,32 @@ const struct file_operations kevent_fops = {
 	.llseek		= noop_llseek,
 };
 
+/*
+ * The ring must be mapped writable from end to end (spec: an unmapped or
+ * read-only buffer gives EFAULT). Checking the mappings instead of touching
+ * every page neither allocates the caller's memory nor depends on @num.
+ */
+static int kevent_ring_mapped(struct kevent_ring __user *ring, size_t len)
+{
+	unsigned long addr = (unsigned long)ring, end = addr + len;
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	int err = 0;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	while (addr < end) {
+		vma = vma_lookup(mm, addr);
+		if (!vma || !(vma->vm_flags & VM_WRITE)) {
+			err = -EFAULT;
+			break;
+		}
+		addr = vma->vm_end;
+	}
+	mmap_read_unlock(mm);
+	return err;
+}
+
 /**
  * kevent_create - kevent_init(): a new queue and its fd
  * @ring: the caller's ring, or NULL with @num == 0
@@ -388,7 +416,7 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 		   unsigned int flags)
 {
 	struct kevent_queue *q;
-	int fd;
+	int fd, err;
 
 	if (flags)
 		return -EINVAL;
@@ -397,6 +425,9 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 			return -EINVAL;
 		if (!access_ok(ring, struct_size(ring, event, num)))
 			return -EFAULT;
+		err = kevent_ring_mapped(ring, struct_size(ring, event, num));
+		if (err)
+			return err;
 		if (put_user(0, &ring->ring_kidx) ||
 		    put_user(0, &ring->ring_over))
 			return -EFAULT;
