@@ -125,15 +125,14 @@ pub unsafe fn ctl_on(
         // itself (EFAULT for a bad pointer), and a ring of `fd` is covered by kevent_init's
         // contract.
         Some(t) => unsafe { syscall::kevent_ctl(&t, fd, cmd, num, arg) },
-        None => {
-            if num > 0 && uaccess::copies_may_create_fds() {
-                // The copy would make a pipe: first the queue fd's EBADF/EINVAL (an ADD of no
-                // entries checks the fd and changes nothing), so that no fd is ever created
-                // for a call on a bad one (decision P22).
-                b.ctl(fd, KEVENT_CTL_ADD, &mut [])?;
-            }
-            uaccess::with_events_inout(arg, num, |ev| b.ctl(fd, cmd, ev))
-        }
+        None => uaccess::with_events_inout(
+            arg,
+            num,
+            // Only if the copy would make a pipe: the queue fd's EBADF/EINVAL first (an ADD of
+            // no entries checks the fd and changes nothing), decision P22.
+            || b.ctl(fd, KEVENT_CTL_ADD, &mut []).map(drop),
+            |ev| b.ctl(fd, cmd, ev),
+        ),
     }
 }
 

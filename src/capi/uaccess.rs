@@ -47,7 +47,7 @@
 //! # File descriptors
 //!
 //! Only the pipe path needs any, and it takes them after the call's queue fd was validated
-//! (`calls.rs` asks [`copies_may_create_fds`]) and moves them above the same floor as the
+//! (the `validate` argument of [`with_events_inout`]) and moves them above the same floor as the
 //! engine's internal fds (half the soft `RLIMIT_NOFILE`, at most 1024), so a copy never
 //! leaves a number the program may have just closed taken.
 //!
@@ -143,12 +143,6 @@ pub(crate) fn refresh() {
     safecopy::refresh();
 }
 
-/// Whether a copy on this thread may need to create file descriptors (the pipe path): then
-/// the caller validates its queue fd first (spec: a call never creates an fd before that).
-pub(crate) fn copies_may_create_fds() -> bool {
-    path() == Path::Pipe
-}
-
 /// Probes `process_vm_readv` once: one byte of our own memory must come back. Any failure
 /// (`ENOSYS`, `EPERM` from seccomp, anything else) selects the pipe for good.
 fn probe_process_vm() {
@@ -197,20 +191,36 @@ enum Dir {
     ToUser,
 }
 
-/// Copies `len` bytes between our `local` buffer and the C caller's address `user`.
+/// Copies `len` bytes between our `local` buffer and the C caller's address `user`, the way
+/// [`path`] says now.
 ///
 /// # Safety
 ///
 /// `local` is valid for `len` bytes: for writes with [`Dir::FromUser`], for reads with
 /// [`Dir::ToUser`].
 unsafe fn copy(dir: Dir, local: *mut u8, user: usize, len: usize) -> Result<(), Errno> {
+    // SAFETY: this function's contract.
+    unsafe { copy_via(path(), dir, local, user, len) }
+}
+
+/// [`copy`] the way `how` says (a value of [`path`] the caller took for the whole call).
+///
+/// # Safety
+///
+/// As [`copy`].
+unsafe fn copy_via(
+    mut how: Path,
+    dir: Dir,
+    local: *mut u8,
+    user: usize,
+    len: usize,
+) -> Result<(), Errno> {
     if len == 0 {
         return Ok(());
     }
     if user.checked_add(len).is_none() {
         return Err(Errno::EFAULT);
     }
-    let mut how = path();
     if how == Path::Safecopy {
         let u: *mut u8 = std::ptr::without_provenance_mut(user);
         // SAFETY: `local` per this function's contract; `u` is the caller's address, which
@@ -500,12 +510,14 @@ pub(crate) fn write_value<T: Plain>(user: *mut T, v: &T) -> Result<(), Errno> {
 
 /// Reads the `n` entries at the C caller's `user` into `slots` (exactly `n` long).
 fn read_events(
+    how: Path,
     slots: &mut [MaybeUninit<ukevent>],
     user: *const ukevent,
 ) -> Result<&mut [ukevent], Errno> {
     // SAFETY: `slots` is valid for writes of its length in entries.
     unsafe {
-        copy(
+        copy_via(
+            how,
             Dir::FromUser,
             slots.as_mut_ptr().cast(),
             user.addr(),
@@ -551,10 +563,11 @@ fn same_event(a: &ukevent, b: &ukevent) -> bool {
 }
 
 /// Writes `events` to the C caller's array at `user`.
-fn write_events(user: *mut ukevent, events: &[ukevent]) -> Result<(), Errno> {
-    // SAFETY: `events` is valid for reads of its length in bytes; `copy` only reads it.
+fn write_events(how: Path, user: *mut ukevent, events: &[ukevent]) -> Result<(), Errno> {
+    // SAFETY: `events` is valid for reads of its length in bytes; `copy_via` only reads it.
     unsafe {
-        copy(
+        copy_via(
+            how,
             Dir::ToUser,
             events.as_ptr().cast_mut().cast(),
             user.addr(),
@@ -566,9 +579,14 @@ fn write_events(user: *mut ukevent, events: &[ukevent]) -> Result<(), Errno> {
 /// Runs `f` on a private copy of the `num` ukevents at the C caller's `user`, then writes back
 /// the span of entries `f` changed (nothing if it changed none). `EFAULT` if the array is not
 /// readable, or not writable where it changed.
+///
+/// When the copies would go through the pipe (the one path that creates file descriptors),
+/// `validate` runs first and its error is the call's: the caller checks its queue fd there, so
+/// that no fd is ever created for a call on a bad one (decision P22).
 pub(crate) fn with_events_inout<R>(
     user: *mut ukevent,
     num: u32,
+    validate: impl FnOnce() -> Result<(), Errno>,
     f: impl FnOnce(&mut [ukevent]) -> Result<R, Errno>,
 ) -> Result<R, Errno> {
     fallback_in_use();
@@ -579,6 +597,10 @@ pub(crate) fn with_events_inout<R>(
     if user.is_null() {
         return Err(Errno::EFAULT);
     }
+    let how = path();
+    if how == Path::Pipe {
+        validate()?;
+    }
     if n <= INLINE {
         // The common case: two arrays on the stack, nothing to allocate or initialize.
         let mut work = [const { MaybeUninit::<ukevent>::uninit() }; INLINE];
@@ -586,7 +608,7 @@ pub(crate) fn with_events_inout<R>(
         let (Some(work), Some(orig)) = (work.get_mut(..n), orig.get_mut(..n)) else {
             return Err(Errno::EINVAL);
         };
-        return inout(user, work, orig, f);
+        return inout(how, user, work, orig, f);
     }
     // Before allocating two arrays of `n` entries: a NULL or unmapped array is EFAULT, as the
     // kernel would answer, not ENOMEM for a huge `num` (the ends are probed here; the copy
@@ -598,17 +620,18 @@ pub(crate) fn with_events_inout<R>(
     read_value(last as *const u8)?;
     let mut work = heap_slots(n)?;
     let mut orig = heap_slots(n)?;
-    inout(user, &mut work, &mut orig, f)
+    inout(how, user, &mut work, &mut orig, f)
 }
 
 /// [`with_events_inout`] on two private arrays of `num` slots each.
 fn inout<R>(
+    how: Path,
     user: *mut ukevent,
     work: &mut [MaybeUninit<ukevent>],
     orig: &mut [MaybeUninit<ukevent>],
     f: impl FnOnce(&mut [ukevent]) -> Result<R, Errno>,
 ) -> Result<R, Errno> {
-    let events = read_events(work, user)?;
+    let events = read_events(how, work, user)?;
     let orig = copy_events(orig, events);
     let r = f(events);
     let changed = |(a, b): (&ukevent, &ukevent)| !same_event(a, b);
@@ -617,7 +640,7 @@ fn inout<R>(
     };
     let last = events.iter().zip(orig).rposition(changed).unwrap_or(first);
     let span = events.get(first..=last).ok_or(Errno::EINVAL)?;
-    write_events(user.wrapping_add(first), span)?;
+    write_events(how, user.wrapping_add(first), span)?;
     r
 }
 
@@ -643,6 +666,7 @@ pub(crate) fn with_events_out(
         return Err(Errno::EFAULT);
     }
     let n = (max_nr as usize).min(MAX_OUT);
+    let how = path();
     let run = |buf: &mut Vec<ukevent>| -> Result<u32, Errno> {
         if buf.len() < n {
             buf.try_reserve_exact(n - buf.len())
@@ -652,7 +676,7 @@ pub(crate) fn with_events_out(
         let events = buf.get_mut(..n).ok_or(Errno::EIO)?;
         let got = f(events)?;
         let filled = events.get(..got as usize).ok_or(Errno::EIO)?;
-        write_events(user, filled)?;
+        write_events(how, user, filled)?;
         Ok(got)
     };
     // The per-thread buffer, or a fresh one if it is busy (a signal handler interrupted a call
@@ -699,6 +723,11 @@ pub(crate) fn check_ring(ring: *mut kevent_ring, num: u32) -> Result<(), Errno> 
 mod tests {
     use super::*;
     use std::time::Instant;
+
+    /// A `validate` that accepts.
+    fn ok() -> Result<(), Errno> {
+        Ok(())
+    }
 
     /// The paths a copy can take here: safecopy (x86_64), `process_vm_*`, the pipe.
     fn paths() -> Vec<Path> {
@@ -841,7 +870,7 @@ mod tests {
             for (i, e) in arr.iter_mut().enumerate() {
                 e.event = i as u32;
             }
-            let r = with_events_inout(arr.as_mut_ptr(), 5, |ev| {
+            let r = with_events_inout(arr.as_mut_ptr(), 5, ok, |ev| {
                 assert_eq!(ev.len(), 5);
                 ev[1].ret_flags = 2;
                 ev[3].ret_flags = 3;
@@ -854,27 +883,30 @@ mod tests {
             // Read-only and unchanged: fine, as with the kernel. Changed: EFAULT.
             let p = Pages::new();
             let ro = p.ro.cast::<ukevent>();
-            assert_eq!(with_events_inout(ro, 2, |_| Ok(())), Ok(()));
-            let r = with_events_inout(ro, 2, |ev| {
+            assert_eq!(with_events_inout(ro, 2, ok, |_| Ok(())), Ok(()));
+            let r = with_events_inout(ro, 2, ok, |ev| {
                 ev[1].ret_flags = 1;
                 Ok(())
             });
             assert_eq!(r, Err(Errno::EFAULT));
             // NULL with num > 0, and arrays that run into a hole.
             assert_eq!(
-                with_events_inout(std::ptr::null_mut(), 1, |_| Ok(())),
+                with_events_inout(std::ptr::null_mut(), 1, ok, |_| Ok(())),
                 Err(Errno::EFAULT)
             );
             assert_eq!(
-                with_events_inout(std::ptr::null_mut(), 0, |ev| Ok(ev.len())),
+                with_events_inout(std::ptr::null_mut(), 0, ok, |ev| Ok(ev.len())),
                 Ok(0)
             );
             let end = p.events_before_hole(2);
-            assert_eq!(with_events_inout(end, 2, |ev| Ok(ev.len())), Ok(2));
-            assert_eq!(with_events_inout(end, 3, |_| Ok(())), Err(Errno::EFAULT));
+            assert_eq!(with_events_inout(end, 2, ok, |ev| Ok(ev.len())), Ok(2));
+            assert_eq!(
+                with_events_inout(end, 3, ok, |_| Ok(())),
+                Err(Errno::EFAULT)
+            );
             // Large (heap) arrays.
             let mut big = vec![ZERO_EVENT; 100];
-            let r = with_events_inout(big.as_mut_ptr(), 100, |ev| {
+            let r = with_events_inout(big.as_mut_ptr(), 100, ok, |ev| {
                 ev[99].ret_data = [1, 2];
                 Ok(ev.len())
             });
@@ -882,10 +914,38 @@ mod tests {
             assert_eq!(big[99].ret_data, [1, 2]);
             // A call error still returns the call's error.
             assert_eq!(
-                with_events_inout(big.as_mut_ptr(), 1, |_| Err::<(), _>(Errno::EBADF)),
+                with_events_inout(big.as_mut_ptr(), 1, ok, |_| Err::<(), _>(Errno::EBADF)),
                 Err(Errno::EBADF)
             );
         });
+    }
+
+    /// The queue fd is validated first exactly when the copy would create fds (the pipe),
+    /// and its error is the call's; safecopy and process_vm create none and skip it.
+    #[test]
+    fn inout_validates_first_only_on_the_pipe() {
+        for p in paths() {
+            FORCE.with(|c| c.set(Some(p)));
+            let mut arr = [ZERO_EVENT; 2];
+            let ran = std::cell::Cell::new(false);
+            let r = with_events_inout(
+                arr.as_mut_ptr(),
+                2,
+                || Err(Errno::EBADF),
+                |_| {
+                    ran.set(true);
+                    Ok(())
+                },
+            );
+            if p == Path::Pipe {
+                assert_eq!(r, Err(Errno::EBADF));
+                assert!(!ran.get(), "f ran after a failed validation");
+            } else {
+                assert_eq!(r, Ok(()), "{p:?}");
+                assert!(ran.get());
+            }
+        }
+        FORCE.with(|c| c.set(None));
     }
 
     #[test]
@@ -989,10 +1049,10 @@ mod tests {
                     dst.copy_from_slice(std::hint::black_box(&src));
                 });
                 let inout = ns_per(iters, || {
-                    with_events_inout(src.as_mut_ptr(), n as u32, |ev| Ok(ev.len())).unwrap();
+                    with_events_inout(src.as_mut_ptr(), n as u32, ok, |ev| Ok(ev.len())).unwrap();
                 });
                 let inout_w = ns_per(iters, || {
-                    with_events_inout(src.as_mut_ptr(), n as u32, |ev| {
+                    with_events_inout(src.as_mut_ptr(), n as u32, ok, |ev| {
                         ev[0].ret_flags ^= 1;
                         Ok(ev.len())
                     })
