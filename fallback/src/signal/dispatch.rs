@@ -12,8 +12,11 @@
 //!
 //! 1. increments the signal's delivery counter (an `AtomicU64`, see [`delivered`]);
 //! 2. writes 1 to the process-wide *doorbell* eventfd ([`doorbell_fd`]);
-//! 3. returns at once if a NOMASK watcher exists (the signal is swallowed: no program handler,
-//!    no default action);
+//! 3. returns at once if a NOMASK watcher is in force (the signal is swallowed: no program
+//!    handler, no default action). A watcher that belongs to a queue ([`watch_for`]) is in
+//!    force only while that queue's fd is open, which the handler checks with one
+//!    `epoll_ctl` per such queue (a closed queue gives its signals back at once, decision
+//!    P17);
 //! 4. otherwise delivers the signal *as usual*: it chains to the disposition that was in place
 //!    when the first watcher arrived (the *saved* disposition), see "Delivered as usual".
 //!
@@ -116,7 +119,20 @@
 //! Delivery counters are not reset in the child: they are monotonic and the child has no
 //! SIGNAL kevents.
 //!
+//! # The library's own faults
+//!
+//! `hold_faults` keeps `on_signal` installed for `SIGSEGV` and `SIGBUS` for good (a watcher
+//! that is never unwatched, kept in fork children), and `on_signal` first asks
+//! [`super::safecopy`] whether the fault is one of its copy routine's: then it resumes the
+//! routine at its error exit and does nothing else (no count, no doorbell). Every other fault
+//! is delivered as usual; one under `SIG_DFL` or `SIG_IGN` puts `SIG_DFL` back and returns, so
+//! that the instruction faults again and the kernel acts with the real siginfo (decision P21).
+//!
 //! # Limitations
+//!
+//! * The owner records of NOMASK watchers are read without locks: a delivery racing the REMOVE
+//!   of a queue's last NOMASK kevent for the signal, and the reuse of its record by another
+//!   queue, can check the wrong queue once (one signal swallowed or delivered wrongly).
 //!
 //! * A program that installs its own disposition *after* a signal kevent was registered
 //!   replaces `on_signal`: deliveries are no longer counted and NOMASK no longer holds. The
