@@ -10,8 +10,9 @@
 //! ```
 //!
 //! Each benchmark subcommand prints a Markdown report to stdout and, with `--out DIR`, writes
-//! `DIR/report.md`, `DIR/<name>.json` (and `DIR/results.json` for `all`) and SVG charts for
-//! the poller and HTTP results. Progress goes to stderr.
+//! `DIR/report.md` (every table), `DIR/summary.md` (the headline figures at a glance, with
+//! their intervals and the command), `DIR/<name>.json` (and `DIR/results.json` for `all`)
+//! and SVG charts for the poller and HTTP results. Progress goes to stderr.
 //!
 //! Modules: [`poller`], [`http`], [`registry`], [`timers`], [`ring`] are the benchmarks;
 //! [`report`] is the backend report; [`stats`], [`json`], [`svg`] are the output side;
@@ -48,7 +49,8 @@ subcommands:
              (the default; `backend` is an alias)
   poller     N watched descriptors, A active: µs per round for select, poll, epoll and kevent
              (get_events and ring) on every available backend
-  http       single-threaded HTTP/1.1 servers on epoll and on kevent under ab and wrk
+  http       single-threaded HTTP/1.1 servers on epoll and on kevent (and nginx, when
+             installed) under the built-in load generator (and ab and wrk, when installed)
   registry   kevent_ctl ADD/MODIFY/REMOVE ns/op with 1e3..1e6 registered kevents, random vs
              colliding ids, and epoll_ctl for comparison
   timers     10k/100k/1M periodic timers in one queue: memory, CPU per expiry, lateness
@@ -56,6 +58,8 @@ subcommands:
   all        every benchmark above, in that order
   serve epoll|kevent|safe PORT SECONDS
              run one HTTP server alone on 127.0.0.1:PORT (to profile it under your own load)
+  loadgen PORT CONNS keep-alive|close WARMUP_MS WINDOW_MS
+             the built-in load generator alone against 127.0.0.1:PORT
   help       print this text
 
 options:
@@ -96,6 +100,20 @@ pub struct Section {
     pub json: Json,
     /// `(file name, SVG text)`.
     pub charts: Vec<(String, String)>,
+    /// The headline figures for `summary.md`.
+    pub summary: Vec<SummaryRow>,
+}
+
+/// One line of the results at a glance (`summary.md`): what was measured, the target it is
+/// judged against, and the measured result with its interval.
+#[derive(Clone, Debug)]
+pub struct SummaryRow {
+    /// What was measured.
+    pub what: String,
+    /// The target (from the issues).
+    pub target: String,
+    /// The figure(s) measured, with intervals and verdicts.
+    pub result: String,
 }
 
 fn parse_opts(args: &[String]) -> Result<Opts, String> {
@@ -142,6 +160,7 @@ fn main() -> ExitCode {
             }
         },
         "ring-syscalls" => ring::syscall_child(rest).map(|()| 0),
+        "loadgen" => http::loadgen::child_main(rest),
         "serve" => http::serve_command(rest),
         "timer-memory" => timers::memory_child(rest).map(|()| 0),
         _ => {
@@ -196,6 +215,16 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
     }
     write!(out, "{md}")?;
     out.flush()?;
+    let command = format!(
+        "kevent-bench {cmd}{}{}{}",
+        if opts.quick { " --quick" } else { "" },
+        match opts.transport {
+            Transport::SocketPair => " --transport socketpair",
+            Transport::UnixDgram => "",
+        },
+        if opts.rt { " --rt" } else { "" },
+    );
+    let mut summary: Vec<(&'static str, f64, f64, Vec<SummaryRow>)> = vec![];
     let mut all = Json::obj([
         ("machine", machine.json()),
         ("quick", Json::from(opts.quick)),
@@ -254,6 +283,7 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
         write!(out, "{text}")?;
         out.flush()?;
         md.push_str(&text);
+        summary.push((name, secs, others, section.summary.clone()));
         let mut json = section.json.clone();
         json.push("seconds", Json::from(secs));
         json.push("loadavg_before", Json::from(load_before));
@@ -267,8 +297,11 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
         }
         all.push(name, json);
     }
+    let glance = summary_md(&machine, &command, &summary);
+    write!(out, "{glance}")?;
     if let Some(dir) = &opts.out {
         std::fs::write(dir.join("report.md"), &md)?;
+        std::fs::write(dir.join("summary.md"), &glance)?;
         if cmd == "all" {
             std::fs::write(dir.join("results.json"), all.pretty())?;
         }
@@ -277,14 +310,57 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
     Ok(0)
 }
 
+/// The results at a glance: one table of every section's headline figures.
+fn summary_md(
+    machine: &Machine,
+    command: &str,
+    sections: &[(&'static str, f64, f64, Vec<SummaryRow>)],
+) -> String {
+    let mut s = format!(
+        "## At a glance\n\nCommand: `{command}` ({}; {} on {} CPUs, Linux {}; kevent \
+         backends: {}). Ratios: median with its 95% bootstrap interval in brackets; \
+         \"no measurable difference\" when the interval contains 1.0.\n\n\
+         | measured | target | result |\n|---|---|---|\n",
+        if cfg!(debug_assertions) {
+            "debug build"
+        } else {
+            "release build"
+        },
+        machine.date,
+        machine.nproc,
+        machine.kernel,
+        machine
+            .backends
+            .iter()
+            .map(|b| b.kind().as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    for (_, _, _, rows) in sections {
+        for r in rows {
+            s.push_str(&format!("| {} | {} | {} |\n", r.what, r.target, r.result));
+        }
+    }
+    s.push_str("\nWall time and competition per benchmark: ");
+    let parts: Vec<String> = sections
+        .iter()
+        .map(|(name, secs, others, _)| {
+            format!("{name} {secs:.0} s (other processes: {others:.2} CPUs)")
+        })
+        .collect();
+    s.push_str(&parts.join(", "));
+    s.push_str(".\n\n");
+    s
+}
+
 /// How the benchmarks use the CPUs, for the report header.
 fn pinning_note(cpus: &[usize], rt: bool) -> String {
     match cpus {
         [] | [_] => "one CPU available: nothing pinned (server and load generator share it)".into(),
         [first, .., last] => format!(
             "{} CPUs used ({cpus:?}). Single-process benchmarks (poller, registry, timers, \
-             ring) run pinned to CPU {last}{}; http pins the server thread to CPU {first} and \
-             the load generator (ab or wrk, a child process) to CPU {last}",
+             ring) run pinned to CPU {last}{}; http pins the server thread (and nginx) to CPU \
+             {first} and the load generator (a child process) to CPU {last}",
             cpus.len(),
             if rt {
                 " at SCHED_FIFO priority 1 (`--rt`)"
@@ -314,7 +390,7 @@ mod tests {
     #[test]
     fn pinning_is_described() {
         assert!(pinning_note(&[0], false).contains("nothing pinned"));
-        assert!(pinning_note(&[0, 1], false).contains("server thread to CPU 0"));
+        assert!(pinning_note(&[0, 1], false).contains("server thread (and nginx) to CPU 0"));
         assert!(pinning_note(&[0, 1], true).contains("SCHED_FIFO"));
     }
 }

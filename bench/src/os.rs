@@ -21,6 +21,12 @@ pub fn cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
+/// CPU time (user + system) of the calling thread in nanoseconds: unlike the wall clock, it
+/// does not advance while other processes hold the CPU.
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -44,6 +50,18 @@ pub fn tree_cpu_ns() -> u64 {
         }
     }
     total
+}
+
+/// Minor page faults of the calling thread so far (`getrusage(RUSAGE_THREAD)`).
+pub fn thread_minor_faults() -> u64 {
+    // SAFETY: rusage is plain data; all zeroes is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a local the call writes.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } == 0 {
+        ru.ru_minflt as u64
+    } else {
+        0
+    }
 }
 
 /// Busy CPU time of the whole machine (all CPUs, `/proc/stat`: everything but idle and
@@ -255,6 +273,7 @@ mod tests {
         let a = now_ns();
         assert!(now_ns() >= a);
         assert!(cpu_ns() > 0);
+        assert!(thread_cpu_ns() > 0 && thread_cpu_ns() <= cpu_ns());
         assert!(rss_bytes() > 0);
         let (soft, hard) = raise_fd_limit();
         assert!(soft <= hard && soft > 0);

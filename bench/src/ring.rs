@@ -351,6 +351,7 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
             ("rows", Json::Arr(json_rows)),
         ]),
         charts: vec![],
+        summary: vec![],
     }
 }
 

@@ -1,5 +1,6 @@
-//! A small SVG chart writer: line charts (log or linear axes) for the poller and grouped bar
-//! charts with min–max whiskers for the HTTP runs. Plain SVG 1.1 text, no dependency.
+//! A small SVG chart writer: line charts (log or linear axes) for the poller, grouped bar
+//! charts with whiskers (95% intervals) for the HTTP runs, and interval ("forest") charts of
+//! ratios against a reference line at 1.0. Plain SVG 1.1 text, no dependency.
 
 use std::fmt::Write as _;
 
@@ -53,8 +54,19 @@ pub struct BarChart {
     pub series: Vec<(String, Vec<Option<Bar>>)>,
 }
 
-/// One bar: `(median, min, max)`.
+/// One bar: `(median, low, high)` (the whisker spans low–high).
 pub type Bar = (f64, f64, f64);
+
+/// Intervals of ratios, one row each, against a vertical line at 1.0.
+#[derive(Clone, Debug)]
+pub struct ForestChart {
+    /// Title above the plot.
+    pub title: String,
+    /// X axis label.
+    pub x_label: String,
+    /// `(label, series index for the colour, (median, low, high))`.
+    pub rows: Vec<(String, usize, Bar)>,
+}
 
 /// Maps data values to pixels along one axis.
 struct Axis {
@@ -289,6 +301,71 @@ impl BarChart {
     }
 }
 
+impl ForestChart {
+    /// The chart as SVG text.
+    pub fn render(&self) -> String {
+        const ROW: f64 = 22.0;
+        const LABEL: f64 = 330.0;
+        let h = TOP + BOTTOM + ROW * self.rows.len().max(1) as f64;
+        let vals = self
+            .rows
+            .iter()
+            .flat_map(|r| [r.2.0, r.2.1, r.2.2])
+            .chain([1.0]);
+        let x = Axis::new(vals, false, false);
+        let (x0, x1) = (LABEL, W - 30.0);
+        let px = |v: f64| x0 + x.frac(v) * (x1 - x0);
+        let mut out = format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{h}\" \
+             viewBox=\"0 0 {W} {h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+             <rect width=\"{W}\" height=\"{h}\" fill=\"white\"/>\n\
+             <text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n\
+             <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+            W / 2.0,
+            esc(&self.title),
+            (x0 + x1) / 2.0,
+            h - 12.0,
+            esc(&self.x_label),
+        );
+        for t in x.ticks() {
+            let _ = writeln!(
+                out,
+                "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{TOP}\" y2=\"{1}\" stroke=\"#ddd\"/>\
+                 <text x=\"{0:.1}\" y=\"{2}\" text-anchor=\"middle\">{3}</text>",
+                px(t),
+                h - BOTTOM,
+                h - BOTTOM + 16.0,
+                label(t)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{TOP}\" y2=\"{1}\" stroke=\"#333\" \
+             stroke-dasharray=\"4 3\"/>",
+            px(1.0),
+            h - BOTTOM
+        );
+        for (i, (name, series, (med, lo, hi))) in self.rows.iter().enumerate() {
+            let y = TOP + ROW * (i as f64 + 0.5);
+            let c = COLOURS[series % COLOURS.len()];
+            let _ = writeln!(
+                out,
+                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
+                 <line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"{c}\" \
+                 stroke-width=\"3\"/><circle cx=\"{:.1}\" cy=\"{y:.1}\" r=\"4\" fill=\"{c}\"/>",
+                x0 - 8.0,
+                y + 4.0,
+                esc(name),
+                px(*lo),
+                px(*hi),
+                px(*med)
+            );
+        }
+        out.push_str("</svg>\n");
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,6 +413,23 @@ mod tests {
         let s = c.render();
         assert_eq!(s.matches("fill=\"#1f77b4\"/>").count(), 2); // one bar + one legend box
         assert_eq!(s.matches("fill=\"#d62728\"/>").count(), 3);
+    }
+
+    #[test]
+    fn forest_chart_has_a_row_per_interval_and_the_line_at_one() {
+        let c = ForestChart {
+            title: "ratios".into(),
+            x_label: "÷ epoll".into(),
+            rows: vec![
+                ("a <1>".into(), 0, (1.02, 0.98, 1.05)),
+                ("b".into(), 1, (0.8, 0.7, 0.9)),
+            ],
+        };
+        let s = c.render();
+        assert!(s.starts_with("<svg") && s.ends_with("</svg>\n"));
+        assert_eq!(s.matches("<circle").count(), 2);
+        assert!(s.contains("a &lt;1&gt;"));
+        assert!(s.contains("stroke-dasharray"));
     }
 
     #[test]

@@ -1,24 +1,33 @@
-//! The HTTP benchmark (issue 6 item 2): the two servers of [`server`] (raw epoll and kevent,
-//! one thread each) under ApacheBench (`ab`, new connection per request: the historic
-//! `ab -n 80000 -c 8000`) and `wrk` (keep-alive, 100/1000/8000 connections).
+//! The HTTP benchmark (issue 6 item 2, issue 14 items 1–3): single-threaded HTTP/1.1
+//! servers on raw epoll and on kevent (the raw ABI, and the safe API), with nginx beside them
+//! when it is installed, under the load generator built into `kevent-bench` ([`loadgen`]:
+//! keep-alive at 100, 1000 and 8000 connections, and a connection per request at 8000, the
+//! historic `ab -c 8000` shape) and, when they are installed, under `wrk` and `ab` too.
 //!
-//! The server runs on a thread of this process pinned to the first CPU, the load generator
-//! in a child process pinned to the last one (each process has its own fd limit, so 8000
-//! client and 8000 server sockets fit under a limit of 20000). For every load, the
-//! mechanisms run alternately (epoll first in even repetitions, kevent first in odd ones) so
-//! that drift hits both; a cell is the median (min–max) of the load generator's requests/s.
+//! The in-process servers run on a thread of this process pinned to the first CPU, nginx
+//! (master and its one worker) on that CPU too; the load generator is a child process pinned
+//! to the last CPU (each process has its own fd limit, so 8000 client and 8000 server
+//! sockets fit under a limit of 20000).
 //!
-//! Two kevent servers run on each backend: one drives the queue through
-//! [`kevent::backend::RawBackend`] (the ABI calls, with ADD and REMOVE batched per wait), one
-//! through the safe API ([`kevent::Queue`], a `Registration` per connection).
+//! # Method (issue 14 item 3)
+//!
+//! On a shared two-CPU machine one run of a server can differ from the next by ±40%, so a
+//! single pair of runs says nothing about a 5% difference. Each load is measured in rounds:
+//! in every round each server runs once, for a short window, in an order rotated from round
+//! to round; the ratio of a server to epoll is taken *within* a round (runs a few seconds
+//! apart share the machine's state), and the report gives the median of those ratios with a
+//! 95% bootstrap interval ([`crate::stats::Interval`]). When the interval contains 1.0 the
+//! report says so: no measurable difference.
 
+pub mod loadgen;
+pub mod nginx;
 pub mod server;
 
 use std::fmt::Write as _;
 use std::io;
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,14 +36,25 @@ use std::time::{Duration, Instant};
 use crate::json::Json;
 use crate::machine::Machine;
 use crate::os;
-use crate::stats::Summary;
+use crate::stats::{Interval, RATIO_LEGEND};
 use crate::svg::BarChart;
-use crate::{Opts, Section};
+use crate::{Opts, Section, SummaryRow};
+use loadgen::{Counts, Mode};
 use server::{Flavour, ServerStats};
 
 /// A load generator setting.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Load {
+    /// The built-in generator ([`loadgen`]): `conns` connections for a window of `window_ms`
+    /// after a warm-up.
+    Builtin {
+        /// Concurrent connections.
+        conns: usize,
+        /// Keep-alive or a connection per request.
+        mode: Mode,
+        /// The measured window.
+        window_ms: u64,
+    },
     /// `ab -n requests -c conns` (HTTP/1.0, a new connection per request).
     Ab {
         /// Total requests.
@@ -52,32 +72,73 @@ pub enum Load {
 }
 
 impl Load {
-    fn tool(&self) -> &'static str {
+    /// The program that generates the load.
+    pub fn tool(&self) -> &'static str {
         match self {
+            Load::Builtin { .. } => "kevent-bench",
             Load::Ab { .. } => "ab",
             Load::Wrk { .. } => "wrk",
         }
     }
 
-    fn label(&self) -> String {
+    /// The load as a command line.
+    pub fn label(&self) -> String {
         match self {
+            Load::Builtin {
+                conns,
+                mode,
+                window_ms,
+            } => format!(
+                "loadgen -c {conns} {} {}s",
+                mode.name(),
+                *window_ms as f64 / 1000.0
+            ),
             Load::Ab { requests, conns } => format!("ab -n {requests} -c {conns}"),
             Load::Wrk { conns, secs } => format!("wrk -t1 -c {conns} -d {secs}s"),
         }
     }
 
-    fn short(&self) -> String {
+    /// A short name for tables and charts.
+    pub fn short(&self) -> String {
         match self {
+            Load::Builtin { conns, mode, .. } => format!("c={conns} {}", mode.name()),
             Load::Ab { conns, .. } => format!("ab c={conns}"),
             Load::Wrk { conns, .. } => format!("wrk c={conns}"),
         }
     }
 
-    fn command(&self, port: u16) -> Command {
-        let url = format!("http://127.0.0.1:{port}/");
-        let mut c = Command::new(self.tool());
+    fn key(&self) -> String {
         match self {
+            Load::Builtin { conns, mode, .. } => format!("builtin_{}_{conns}", mode.name()),
+            Load::Ab { conns, .. } => format!("ab_{conns}"),
+            Load::Wrk { conns, .. } => format!("wrk_{conns}"),
+        }
+    }
+
+    /// Least warm-up of the built-in generator (the window also waits for the ramp-up).
+    fn warmup_ms(_conns: usize) -> u64 {
+        100
+    }
+
+    fn command(&self, port: u16) -> io::Result<Command> {
+        let url = format!("http://127.0.0.1:{port}/");
+        let mut c;
+        match self {
+            Load::Builtin {
+                conns,
+                mode,
+                window_ms,
+            } => {
+                c = Command::new(std::env::current_exe()?);
+                c.arg("loadgen")
+                    .arg(port.to_string())
+                    .arg(conns.to_string())
+                    .arg(mode.name())
+                    .arg(Load::warmup_ms(*conns).to_string())
+                    .arg(window_ms.to_string());
+            }
             Load::Ab { requests, conns } => {
+                c = Command::new("ab");
                 c.args(["-q", "-r", "-s", "20", "-n"])
                     .arg(requests.to_string())
                     .arg("-c")
@@ -85,6 +146,7 @@ impl Load {
                     .arg(url);
             }
             Load::Wrk { conns, secs } => {
+                c = Command::new("wrk");
                 c.args(["-t1", "--timeout", "10s", "-c"])
                     .arg(conns.to_string())
                     .arg("-d")
@@ -92,7 +154,32 @@ impl Load {
                     .arg(url);
             }
         }
-        c
+        Ok(c)
+    }
+}
+
+/// A server under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Server {
+    /// One of this crate's servers, on a thread of this process.
+    InProcess(Flavour),
+    /// The nginx started for the benchmark.
+    Nginx,
+}
+
+impl Server {
+    fn name(self) -> String {
+        match self {
+            Server::InProcess(f) => flavour_name(f),
+            Server::Nginx => "nginx".into(),
+        }
+    }
+
+    fn key(self) -> String {
+        match self {
+            Server::InProcess(f) => flavour_key(f),
+            Server::Nginx => "nginx".into(),
+        }
     }
 }
 
@@ -100,9 +187,13 @@ impl Load {
 #[derive(Clone, Debug, Default)]
 struct RunResult {
     rps: f64,
-    /// Failed requests (ab) or socket errors + non-2xx (wrk).
+    /// Errors (built-in generator: every kind; ab: failed requests; wrk: socket errors and
+    /// non-2xx responses).
     errors: u64,
-    server: ServerStats,
+    /// Responses other than 200 (built-in generator only).
+    non_200: u64,
+    /// What the server counted (in-process servers only).
+    server: Option<ServerStats>,
 }
 
 /// The first number after `key` in `text`.
@@ -115,12 +206,17 @@ fn number_after(text: &str, key: &str) -> Option<f64> {
     rest[..end].parse().ok()
 }
 
-/// Parses ab's or wrk's output: `(requests/s, errors)`.
-fn parse_output(tool: &str, out: &str) -> Option<(f64, u64)> {
+/// Parses a load generator's output: `(requests/s, errors, non-200 responses)`.
+fn parse_output(tool: &str, out: &str) -> Option<(f64, u64, u64)> {
     match tool {
+        "kevent-bench" => {
+            let c = Counts::parse_line(out)?;
+            Some((c.rps(), c.errors(), c.non_200))
+        }
         "ab" => Some((
             number_after(out, "Requests per second:")?,
             number_after(out, "Failed requests:").unwrap_or(0.0) as u64,
+            0,
         )),
         _ => {
             let rps = number_after(out, "Requests/sec:")?;
@@ -131,13 +227,14 @@ fn parse_output(tool: &str, out: &str) -> Option<(f64, u64)> {
                     .filter_map(|w| w.parse::<f64>().ok())
                     .sum::<f64>();
             }
-            Some((rps, errors as u64))
+            Some((rps, errors as u64, 0))
         }
     }
 }
 
-/// A listening TCP socket on 127.0.0.1 with the largest backlog the kernel allows.
-fn listener() -> io::Result<TcpListener> {
+/// A listening TCP socket on 127.0.0.1:`port` (0: any free port) with the largest backlog
+/// the kernel allows (std's `TcpListener::bind` asks for 128).
+fn listener_on(port: u16) -> io::Result<TcpListener> {
     // SAFETY: socket takes no pointer.
     let fd: OwnedFd = os::owned(unsafe {
         libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0)
@@ -145,7 +242,7 @@ fn listener() -> io::Result<TcpListener> {
     let one: libc::c_int = 1;
     let addr = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: 0,
+        sin_port: port.to_be(),
         sin_addr: libc::in_addr {
             s_addr: u32::from_ne_bytes([127, 0, 0, 1]),
         },
@@ -173,88 +270,92 @@ fn listener() -> io::Result<TcpListener> {
     Ok(TcpListener::from(fd))
 }
 
-/// One run: a fresh server of `flavour` on CPU `server_cpu`, the load generator on
-/// `client_cpu`.
+/// [`listener_on`] any free port.
+fn listener() -> io::Result<TcpListener> {
+    listener_on(0)
+}
+
+/// Runs `load` against 127.0.0.1:`port` in a child pinned to `client_cpu`, bounded in time.
+fn drive(load: &Load, port: u16, client_cpu: Option<usize>) -> Result<RunResult, String> {
+    let mut cmd = load
+        .command(port)
+        .map_err(|e| format!("{}: {e}", load.tool()))?;
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    nginx::pin_child(&mut cmd, client_cpu);
+    let started = Instant::now();
+    let child = cmd.spawn().map_err(|e| format!("{}: {e}", load.tool()))?;
+    // A watchdog: the run is bounded in time whatever the tool does.
+    let pid = child.id();
+    let limit = Duration::from_secs(120);
+    let done = Arc::new(AtomicBool::new(false));
+    let done2 = done.clone();
+    let watchdog = std::thread::spawn(move || {
+        while !done2.load(Ordering::Relaxed) {
+            if started.elapsed() > limit {
+                // SAFETY: kill takes no pointer; `pid` is our own child, not yet reaped
+                // (wait_with_output below has not returned).
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    let out = child.wait_with_output();
+    done.store(true, Ordering::Relaxed);
+    let _ = watchdog.join();
+    let o = out.map_err(|e| format!("{}: {e}", load.tool()))?;
+    let text = String::from_utf8_lossy(&o.stdout);
+    match parse_output(load.tool(), &text) {
+        Some((rps, errors, non_200)) => Ok(RunResult {
+            rps,
+            errors,
+            non_200,
+            server: None,
+        }),
+        None => Err(format!(
+            "{} gave no result ({}): {}",
+            load.tool(),
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+    }
+}
+
+/// One run: a fresh in-process server of `flavour` on CPU `server_cpu` (or the running
+/// nginx on `nginx_port`), the load generator on `client_cpu`.
 fn run_one(
     load: &Load,
-    flavour: Flavour,
+    server: Server,
     server_cpu: Option<usize>,
     client_cpu: Option<usize>,
+    nginx_port: Option<u16>,
 ) -> Result<RunResult, String> {
+    let flavour = match server {
+        Server::Nginx => {
+            let port = nginx_port.ok_or("nginx is not running")?;
+            return drive(load, port, client_cpu);
+        }
+        Server::InProcess(f) => f,
+    };
     let l = listener().map_err(|e| format!("listen: {e}"))?;
     let port = l.local_addr().map_err(|e| e.to_string())?.port();
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
-    let server = std::thread::spawn(move || {
+    let thread = std::thread::spawn(move || {
         if let Some(cpu) = server_cpu {
             let _ = os::pin_thread(cpu);
         }
         server::serve(flavour, &l, &stop2)
     });
-    let mut cmd = load.command(port);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    if let Some(cpu) = client_cpu {
-        // SAFETY: the closure runs in the child between fork and exec and only makes the
-        // sched_setaffinity syscall on a stack-local cpu_set_t, which is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(move || {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(cpu, &mut set);
-                libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
-                Ok(())
-            });
-        }
-    }
-    let started = Instant::now();
-    let child = cmd.spawn();
-    let result = match child {
-        Err(e) => Err(format!("{}: {e}", load.tool())),
-        Ok(child) => {
-            // A watchdog: the run is bounded in time whatever the tool does.
-            let pid = child.id();
-            let limit = Duration::from_secs(120);
-            let done = Arc::new(AtomicBool::new(false));
-            let done2 = done.clone();
-            let watchdog = std::thread::spawn(move || {
-                while !done2.load(Ordering::Relaxed) {
-                    if started.elapsed() > limit {
-                        // SAFETY: kill takes no pointer; `pid` is our own child, not yet
-                        // reaped (wait_with_output below has not returned).
-                        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            });
-            let out = child.wait_with_output();
-            done.store(true, Ordering::Relaxed);
-            let _ = watchdog.join();
-            match out {
-                Err(e) => Err(format!("{}: {e}", load.tool())),
-                Ok(o) => {
-                    let text = String::from_utf8_lossy(&o.stdout);
-                    match parse_output(load.tool(), &text) {
-                        Some((rps, errors)) => Ok(RunResult {
-                            rps,
-                            errors,
-                            server: ServerStats::default(),
-                        }),
-                        None => Err(format!(
-                            "{} gave no result ({}): {}",
-                            load.tool(),
-                            o.status,
-                            String::from_utf8_lossy(&o.stderr).trim()
-                        )),
-                    }
-                }
-            }
-        }
-    };
+    let result = drive(load, port, client_cpu);
     stop.store(true, Ordering::Relaxed);
-    let stats = server
+    let stats = thread
         .join()
         .map_err(|_| "server thread panicked".to_owned())?;
-    result.map(|r| RunResult { server: stats, ..r })
+    result.map(|r| RunResult {
+        server: Some(stats),
+        ..r
+    })
 }
 
 /// The `serve epoll|kevent|safe PORT SECONDS` subcommand: one server alone, for profiling.
@@ -282,7 +383,7 @@ pub fn serve_command(args: &[String]) -> io::Result<u8> {
         return usage();
     };
     os::raise_fd_limit();
-    let l = TcpListener::bind(("127.0.0.1", port))?;
+    let l = listener_on(port)?;
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let server = std::thread::spawn(move || server::serve(flavour, &l, &stop2));
@@ -309,132 +410,161 @@ fn have(tool: &str) -> bool {
     })
 }
 
+/// The loads and rounds of a run: `(built-in loads, tool loads, built-in rounds, tool
+/// rounds)`.
+fn plan(quick: bool) -> (Vec<Load>, Vec<Load>, usize, usize) {
+    let window_ms = if quick { 500 } else { 3000 };
+    let mut builtin: Vec<Load> = [100, 1000, 8000]
+        .into_iter()
+        .map(|conns| Load::Builtin {
+            conns,
+            mode: Mode::KeepAlive,
+            window_ms,
+        })
+        .collect();
+    builtin.push(Load::Builtin {
+        conns: 8000,
+        mode: Mode::Close,
+        window_ms,
+    });
+    if quick {
+        // Quick: one ab and one wrk setting, one round: a cross-check of the built-in
+        // generator within the main job's two minutes, not a second benchmark.
+        let tools = vec![
+            Load::Ab {
+                requests: 5000,
+                conns: 1000,
+            },
+            Load::Wrk {
+                conns: 1000,
+                secs: 1,
+            },
+        ];
+        (builtin, tools, 3, 1)
+    } else {
+        let tools = vec![
+            Load::Ab {
+                requests: 80000,
+                conns: 8000,
+            },
+            Load::Wrk {
+                conns: 100,
+                secs: 3,
+            },
+            Load::Wrk {
+                conns: 1000,
+                secs: 3,
+            },
+            Load::Wrk {
+                conns: 8000,
+                secs: 3,
+            },
+        ];
+        (builtin, tools, 10, 5)
+    }
+}
+
 /// Runs the HTTP benchmark.
 pub fn run(opts: &Opts, machine: &Machine) -> Section {
-    let (loads, reps) = if opts.quick {
-        (
-            vec![
-                Load::Ab {
-                    requests: 20000,
-                    conns: 1000,
-                },
-                Load::Wrk {
-                    conns: 100,
-                    secs: 2,
-                },
-                Load::Wrk {
-                    conns: 1000,
-                    secs: 2,
-                },
-                Load::Wrk {
-                    conns: 8000,
-                    secs: 2,
-                },
-            ],
-            2,
-        )
-    } else {
-        (
-            vec![
-                Load::Ab {
-                    requests: 80000,
-                    conns: 8000,
-                },
-                Load::Wrk {
-                    conns: 100,
-                    secs: 3,
-                },
-                Load::Wrk {
-                    conns: 1000,
-                    secs: 3,
-                },
-                Load::Wrk {
-                    conns: 8000,
-                    secs: 3,
-                },
-            ],
-            5,
-        )
-    };
-    let mut flavours = vec![Flavour::Epoll];
+    let (builtin, tool_loads, rounds, tool_rounds) = plan(opts.quick);
+    let mut servers = vec![Server::InProcess(Flavour::Epoll)];
     for &b in &machine.backends {
-        flavours.push(Flavour::Kevent(b));
-        flavours.push(Flavour::Safe(b));
+        servers.push(Server::InProcess(Flavour::Kevent(b)));
+        servers.push(Server::InProcess(Flavour::Safe(b)));
     }
     let cpus = os::allowed_cpus();
     let (server_cpu, client_cpu) = match cpus.as_slice() {
         [a, .., b] => (Some(*a), Some(*b)),
         _ => (None, None),
     };
-    let mut md = format!(
-        "Requests per second reported by the load generator (median of {reps} runs per \
-         mechanism, min–max in parentheses), mechanisms alternated run by run; the ratio is \
-         the median (min–max) of the {reps} ratios of back-to-back runs. Server: one \
-         thread{}; response `200 OK`, 13-byte body; ab speaks HTTP/1.0 without keep-alive (a \
-         connection per request, server closes), wrk HTTP/1.1 keep-alive. Servers: raw \
-         `epoll`; `kevent raw`, the ABI calls through `RawBackend`, registering the sockets \
-         accepted in one wait with one ADD and unregistering those closed with one REMOVE; \
-         `kevent safe API`, `kevent::Queue` with one `Registration<TcpStream>` per \
-         connection (`add_all` per wait; dropping a registration is one REMOVE). Listen \
-         backlog 65535, capped by `net.core.somaxconn` = {}.\n\n",
-        match (server_cpu, client_cpu) {
-            (Some(s), Some(c)) =>
-                format!(" pinned to CPU {s}, the load generator (a child process) to CPU {c}"),
-            _ => ", not pinned (one CPU)".into(),
+    let mut notes = vec![];
+    // nginx, once for the whole benchmark.
+    let mut nginx_info = None;
+    let mut nginx = match nginx::find() {
+        None => {
+            notes.push(
+                "nginx: not installed, no outside anchor (install it: `apt-get install \
+                 nginx-light`)"
+                    .to_owned(),
+            );
+            None
+        }
+        Some(bin) => match nginx::Nginx::start(&bin, server_cpu) {
+            Ok(n) => {
+                servers.push(Server::Nginx);
+                nginx_info = Some((bin.clone(), n.version.clone()));
+                Some(n)
+            }
+            Err(e) => {
+                notes.push(format!("nginx: {e}"));
+                None
+            }
         },
-        machine.somaxconn
-    );
-    let mut missing = vec![];
+    };
+    for n in &notes {
+        eprintln!("http: {n}");
+    }
+    let mut loads = builtin;
     for (tool, pkg) in [("ab", "apache2-utils"), ("wrk", "wrk")] {
-        if !have(tool) {
+        if have(tool) {
+            loads.extend(tool_loads.iter().filter(|l| l.tool() == tool).cloned());
+        } else {
             let msg = format!(
-                "skipped: `{tool}` not found on PATH (install it: `apt-get install {pkg}`)"
+                "`{tool}` rows skipped: not found on PATH (install it: `apt-get install {pkg}`); \
+                 the built-in generator's rows do not need it"
             );
             eprintln!("http: {msg}");
-            let _ = writeln!(md, "* {msg}");
-            missing.push(tool);
+            notes.push(msg);
         }
     }
-    let loads: Vec<Load> = loads
-        .into_iter()
-        .filter(|l| !missing.contains(&l.tool()))
-        .collect();
-    // (load index, flavour index) -> runs
-    let mut runs: Vec<Vec<Vec<RunResult>>> = vec![vec![vec![]; flavours.len()]; loads.len()];
+    let nginx_port = nginx.as_ref().map(|n| n.port);
+    // runs[load][server][round]
+    let mut runs: Vec<Vec<Vec<Option<RunResult>>>> = vec![vec![vec![]; servers.len()]; loads.len()];
     let mut failures = vec![];
     for (li, load) in loads.iter().enumerate() {
-        for rep in 0..reps {
-            for k in 0..flavours.len() {
-                let fi = if rep % 2 == 0 {
-                    k
-                } else {
-                    flavours.len() - 1 - k
-                };
-                match run_one(load, flavours[fi], server_cpu, client_cpu) {
-                    Ok(r) => {
-                        eprintln!(
-                            "http: {} {} rep {rep}: {:.0} req/s",
-                            load.label(),
-                            flavour_name(flavours[fi]),
-                            r.rps
-                        );
-                        runs[li][fi].push(r);
-                    }
+        let r = if load.tool() == "kevent-bench" {
+            rounds
+        } else {
+            tool_rounds
+        };
+        for round in 0..r {
+            for k in 0..servers.len() {
+                let si = (k + round) % servers.len();
+                let s = servers[si];
+                let res = run_one(load, s, server_cpu, client_cpu, nginx_port);
+                match &res {
+                    Ok(r) => eprintln!(
+                        "http: {} {} round {round}: {:.0} req/s",
+                        load.label(),
+                        s.name(),
+                        r.rps
+                    ),
                     Err(e) => {
-                        eprintln!("http: {} {}: {e}", load.label(), flavour_name(flavours[fi]));
-                        failures.push(format!(
-                            "{} {}: {e}",
-                            load.label(),
-                            flavour_name(flavours[fi])
-                        ));
+                        eprintln!("http: {} {}: {e}", load.label(), s.name());
+                        failures.push(format!("{} {}: {e}", load.label(), s.name()));
                     }
                 }
+                runs[li][si].push(res.ok());
                 // Let the previous run's sockets finish closing.
-                std::thread::sleep(Duration::from_millis(300));
+                std::thread::sleep(Duration::from_millis(100));
             }
         }
     }
-    report(md, &loads, &flavours, &runs, &failures, reps)
+    let nginx_errors = nginx.as_ref().map(|n| n.errors()).unwrap_or_default();
+    if let Some(n) = &mut nginx {
+        n.stop();
+    }
+    let ctx = ReportCtx {
+        servers: &servers,
+        loads: &loads,
+        runs: &runs,
+        server_cpu,
+        client_cpu,
+        somaxconn: &machine.somaxconn,
+        nginx: nginx_info,
+        nginx_errors,
+    };
+    report(&ctx, &notes, &failures, rounds, tool_rounds)
 }
 
 fn flavour_name(f: Flavour) -> String {
@@ -453,115 +583,142 @@ fn flavour_key(f: Flavour) -> String {
     }
 }
 
+/// What the report is made from.
+struct ReportCtx<'a> {
+    servers: &'a [Server],
+    loads: &'a [Load],
+    runs: &'a [Vec<Vec<Option<RunResult>>>],
+    server_cpu: Option<usize>,
+    client_cpu: Option<usize>,
+    somaxconn: &'a str,
+    nginx: Option<(PathBuf, String)>,
+    nginx_errors: String,
+}
+
+impl ReportCtx<'_> {
+    fn rps(&self, li: usize, si: usize) -> Vec<f64> {
+        self.runs[li][si].iter().flatten().map(|r| r.rps).collect()
+    }
+
+    /// Ratios of server `si` to epoll (server 0), run by run within each round.
+    fn ratios(&self, li: usize, si: usize) -> Vec<f64> {
+        self.runs[li][si]
+            .iter()
+            .zip(&self.runs[li][0])
+            .filter_map(|(a, e)| match (a, e) {
+                (Some(a), Some(e)) if e.rps > 0.0 => Some(a.rps / e.rps),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// One Markdown table of req/s and ratios for the loads `which`.
+    fn table(&self, md: &mut String, which: &[usize]) {
+        let mut header = "| load |".to_owned();
+        let mut rule = "|---|".to_owned();
+        for s in self.servers {
+            let _ = write!(header, " {} req/s |", s.name());
+            rule.push_str("---|");
+        }
+        for s in &self.servers[1..] {
+            let _ = write!(header, " {} ÷ epoll |", s.name());
+            rule.push_str("---|");
+        }
+        let _ = writeln!(md, "{header}\n{rule}");
+        for &li in which {
+            let mut row = format!("| `{}` |", self.loads[li].label());
+            for si in 0..self.servers.len() {
+                let cell = Interval::of(&self.rps(li, si)).map_or("–".into(), |i| i.cell(0));
+                let _ = write!(row, " {cell} |");
+            }
+            for si in 1..self.servers.len() {
+                let cell =
+                    Interval::of(&self.ratios(li, si)).map_or("–".into(), |i| i.ratio_cell());
+                let _ = write!(row, " {cell} |");
+            }
+            let _ = writeln!(md, "{row}");
+        }
+        md.push('\n');
+    }
+}
+
 fn report(
-    mut md: String,
-    loads: &[Load],
-    flavours: &[Flavour],
-    runs: &[Vec<Vec<RunResult>>],
+    ctx: &ReportCtx<'_>,
+    notes: &[String],
     failures: &[String],
-    reps: usize,
+    rounds: usize,
+    tool_rounds: usize,
 ) -> Section {
-    let summary =
-        |li: usize, fi: usize| Summary::of(&runs[li][fi].iter().map(|r| r.rps).collect::<Vec<_>>());
-    let mut header = "| load |".to_owned();
-    let mut rule = "|---|".to_owned();
-    for &f in flavours {
-        let _ = write!(header, " {} req/s |", flavour_name(f));
-        rule.push_str("---|");
-    }
-    for &f in &flavours[1..] {
-        let _ = write!(header, " {} ÷ epoll |", flavour_name(f));
-        rule.push_str("---|");
-    }
-    let _ = writeln!(md, "{header}\n{rule}");
-    let mut json_loads = vec![];
-    for (li, load) in loads.iter().enumerate() {
-        let mut row = format!("| `{}` |", load.label());
-        for fi in 0..flavours.len() {
-            let cell = summary(li, fi).map_or("–".into(), |s| s.cell(0));
-            let _ = write!(row, " {cell} |");
-        }
-        for fi in 1..flavours.len() {
-            let cell = match (summary(li, fi), summary(li, 0)) {
-                (Some(_), Some(_)) => {
-                    // Paired ratios: run i of kevent against run i of epoll, made back to
-                    // back, so that drift cancels; their median is the headline.
-                    let pairs: Vec<f64> = runs[li][fi]
-                        .iter()
-                        .zip(&runs[li][0])
-                        .map(|(k, e)| k.rps / e.rps)
-                        .collect();
-                    Summary::of(&pairs).map_or("–".into(), |p| {
-                        format!("**{:.2}** ({:.2}–{:.2})", p.median, p.min, p.max)
-                    })
-                }
-                _ => "–".into(),
-            };
-            let _ = write!(row, " {cell} |");
-        }
-        let _ = writeln!(md, "{row}");
-        json_loads.push(Json::obj([
-            ("load", Json::from(load.label())),
-            ("tool", Json::from(load.tool())),
-            (
-                "paired_ratios_over_epoll",
-                Json::obj((1..flavours.len()).map(|fi| {
-                    let pairs: Vec<f64> = runs[li][fi]
-                        .iter()
-                        .zip(&runs[li][0])
-                        .map(|(k, e)| k.rps / e.rps)
-                        .collect();
-                    (
-                        flavour_key(flavours[fi]),
-                        Summary::of(&pairs).map_or(Json::Null, |p| p.json()),
-                    )
-                })),
+    let (servers, loads) = (ctx.servers, ctx.loads);
+    let mut md = format!(
+        "Requests per second: the median over rounds with its 95% bootstrap interval in \
+         brackets. In every round each server runs once, in an order rotated from round to \
+         round ({rounds} rounds for the built-in generator, {tool_rounds} for ab and wrk); a \
+         ratio is taken between the two runs of the same round. {RATIO_LEGEND} Server: one \
+         thread{}; response `200 OK`, 13-byte body. Built-in generator (`kevent-bench \
+         loadgen`): a closed loop of N connections on epoll, keep-alive (HTTP/1.1) or a \
+         connection per request (HTTP/1.0, server closes), counting only complete `200` \
+         responses inside the window after a warm-up; ab speaks HTTP/1.0 without keep-alive, \
+         wrk HTTP/1.1 keep-alive. Servers: raw `epoll`; `kevent raw`, the ABI calls through \
+         `RawBackend`, registering the sockets accepted in one wait with one ADD and \
+         unregistering those closed with one REMOVE; `kevent safe API`, `kevent::Queue` with \
+         one `Registration<TcpStream>` per connection (`add_all` per wait; dropping a \
+         registration is one REMOVE){}. Listen backlog 65535, capped by \
+         `net.core.somaxconn` = {}.\n\n",
+        match (ctx.server_cpu, ctx.client_cpu) {
+            (Some(s), Some(c)) =>
+                format!(" pinned to CPU {s}, the load generator (a child process) to CPU {c}"),
+            _ => ", not pinned (one CPU)".into(),
+        },
+        match &ctx.nginx {
+            Some((bin, v)) => format!(
+                "; `nginx`: {v} (`{}`), master and one worker pinned like the servers, \
+                 `return 200`, keep-alive, `keepalive_requests` 10^9, no access log",
+                bin.display()
             ),
-            (
-                "results",
-                Json::obj(flavours.iter().enumerate().map(|(fi, &f)| {
-                    (
-                        flavour_key(f),
-                        Json::obj([
-                            ("rps", summary(li, fi).map_or(Json::Null, |s| s.json())),
-                            (
-                                "runs",
-                                Json::arr(runs[li][fi].iter().map(|r| {
-                                    Json::obj([
-                                        ("rps", Json::from(r.rps)),
-                                        ("errors", Json::from(r.errors)),
-                                        ("server_requests", Json::from(r.server.requests)),
-                                        ("server_accepted", Json::from(r.server.accepted)),
-                                        ("server_waits", Json::from(r.server.waits)),
-                                        ("server_ctl_calls", Json::from(r.server.ctls)),
-                                    ])
-                                })),
-                            ),
-                        ]),
-                    )
-                })),
-            ),
-        ]));
+            None => String::new(),
+        },
+        ctx.somaxconn
+    );
+    for n in notes {
+        let _ = writeln!(md, "* {n}");
     }
-    md.push('\n');
+    if !notes.is_empty() {
+        md.push('\n');
+    }
+    let builtin: Vec<usize> = (0..loads.len())
+        .filter(|&li| loads[li].tool() == "kevent-bench")
+        .collect();
+    let tools: Vec<usize> = (0..loads.len())
+        .filter(|&li| loads[li].tool() != "kevent-bench")
+        .collect();
+    let _ = writeln!(md, "#### Built-in load generator\n");
+    ctx.table(&mut md, &builtin);
+    if !tools.is_empty() {
+        let _ = writeln!(md, "#### ab and wrk\n");
+        ctx.table(&mut md, &tools);
+    }
     // Where the syscalls go: waits and control calls per 1000 requests, and errors.
     let _ = writeln!(
         md,
         "Server-side counts, summed over the runs: waits and control calls (`epoll_ctl` / \
-         `kevent_ctl`) per 1000 responses, and errors the load generator reported.\n"
+         `kevent_ctl`) per 1000 responses (in-process servers only), and what the load \
+         generator counted as errors and as responses other than 200.\n"
     );
     let _ = writeln!(
         md,
-        "| load | mechanism | responses | waits/1000 | ctl calls/1000 | errors |"
+        "| load | server | responses | waits/1000 | ctl calls/1000 | errors | non-200 |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
     for (li, load) in loads.iter().enumerate() {
-        for (fi, &f) in flavours.iter().enumerate() {
-            let rs = &runs[li][fi];
-            let req: u64 = rs.iter().map(|r| r.server.requests).sum();
-            let waits: u64 = rs.iter().map(|r| r.server.waits).sum();
-            let ctls: u64 = rs.iter().map(|r| r.server.ctls).sum();
+        for (si, s) in servers.iter().enumerate() {
+            let rs: Vec<&RunResult> = ctx.runs[li][si].iter().flatten().collect();
+            let st: Vec<ServerStats> = rs.iter().filter_map(|r| r.server).collect();
+            let req: u64 = st.iter().map(|s| s.requests).sum();
+            let waits: u64 = st.iter().map(|s| s.waits).sum();
+            let ctls: u64 = st.iter().map(|s| s.ctls).sum();
             let errs: u64 = rs.iter().map(|r| r.errors).sum();
+            let non200: u64 = rs.iter().map(|r| r.non_200).sum();
             let per = |x: u64| {
                 if req == 0 {
                     "–".into()
@@ -569,11 +726,16 @@ fn report(
                     format!("{:.1}", x as f64 * 1000.0 / req as f64)
                 }
             };
+            let responses = if st.is_empty() {
+                "–".to_owned()
+            } else {
+                req.to_string()
+            };
             let _ = writeln!(
                 md,
-                "| `{}` | {} | {req} | {} | {} | {errs} |",
+                "| `{}` | {} | {responses} | {} | {} | {errs} | {non200} |",
                 load.short(),
-                flavour_name(f),
+                s.name(),
                 per(waits),
                 per(ctls)
             );
@@ -582,35 +744,170 @@ fn report(
     for f in failures {
         let _ = writeln!(md, "\n* failed run: {f}");
     }
+    if !ctx.nginx_errors.trim().is_empty() {
+        let _ = writeln!(
+            md,
+            "\n* nginx error log: `{}`",
+            ctx.nginx_errors.trim().replace('\n', " / ")
+        );
+    }
     md.push('\n');
-    let chart = BarChart {
-        title: "HTTP: requests/s (median, whiskers min–max)".into(),
+    // Charts: req/s by concurrency per server with the intervals as error bars.
+    let chart = |which: &[usize], title: &str| BarChart {
+        title: title.into(),
         y_label: "requests per second".into(),
-        groups: loads.iter().map(Load::short).collect(),
-        series: flavours
+        groups: which.iter().map(|&li| loads[li].short()).collect(),
+        series: servers
             .iter()
             .enumerate()
-            .map(|(fi, &f)| {
+            .map(|(si, s)| {
                 (
-                    flavour_name(f),
-                    (0..loads.len())
-                        .map(|li| summary(li, fi).map(|s| (s.median, s.min, s.max)))
+                    s.name(),
+                    which
+                        .iter()
+                        .map(|&li| Interval::of(&ctx.rps(li, si)).map(|i| (i.median, i.lo, i.hi)))
                         .collect(),
                 )
             })
             .collect(),
     };
-    let charts = if loads.is_empty() {
-        vec![]
-    } else {
-        vec![("http.svg".to_owned(), chart.render())]
-    };
+    let mut charts = vec![];
+    if !builtin.is_empty() {
+        charts.push((
+            "http.svg".to_owned(),
+            chart(
+                &builtin,
+                "HTTP: requests/s by concurrency (median; bars: 95% bootstrap interval)",
+            )
+            .render(),
+        ));
+    }
+    if !tools.is_empty() {
+        charts.push((
+            "http-tools.svg".to_owned(),
+            chart(
+                &tools,
+                "HTTP under ab and wrk: requests/s (median; 95% interval)",
+            )
+            .render(),
+        ));
+    }
+    // Every ratio to epoll under the built-in generator, as intervals around 1.0.
+    let mut forest = vec![];
+    for &li in &builtin {
+        for (si, &s) in servers.iter().enumerate().skip(1) {
+            if let Some(i) = Interval::of(&ctx.ratios(li, si)) {
+                forest.push((
+                    format!("{}: {}", loads[li].short(), short_server(s)),
+                    si,
+                    (i.median, i.lo, i.hi),
+                ));
+            }
+        }
+    }
+    if !forest.is_empty() {
+        charts.push((
+            "http-ratios.svg".to_owned(),
+            crate::svg::ForestChart {
+                title: "HTTP: req/s ÷ epoll, median with 95% bootstrap interval".into(),
+                x_label: "ratio to the epoll server in the same round (1.0: no difference)".into(),
+                rows: forest,
+            }
+            .render(),
+        ));
+    }
+    // The summary: every ratio to epoll under the built-in generator.
+    let mut summary = vec![];
+    for &li in &builtin {
+        let parts: Vec<String> = (1..servers.len())
+            .filter_map(|si| {
+                Interval::of(&ctx.ratios(li, si)).map(|i| {
+                    format!(
+                        "{} {} ({})",
+                        short_server(servers[si]),
+                        i.cell(2),
+                        i.verdict("faster", "slower")
+                    )
+                })
+            })
+            .collect();
+        summary.push(SummaryRow {
+            what: format!("HTTP {}: req/s ÷ epoll", loads[li].short()),
+            target: "kevent ≥ 1.0× epoll".into(),
+            result: if parts.is_empty() {
+                "not measured".into()
+            } else {
+                parts.join("; ")
+            },
+        });
+    }
+    let json_loads: Vec<Json> = loads
+        .iter()
+        .enumerate()
+        .map(|(li, load)| {
+            Json::obj([
+                ("load", Json::from(load.label())),
+                ("key", Json::from(load.key())),
+                ("tool", Json::from(load.tool())),
+                (
+                    "ratios_over_epoll",
+                    Json::obj((1..servers.len()).map(|si| {
+                        (
+                            servers[si].key(),
+                            Interval::of(&ctx.ratios(li, si)).map_or(Json::Null, |i| i.json()),
+                        )
+                    })),
+                ),
+                (
+                    "results",
+                    Json::obj(servers.iter().enumerate().map(|(si, s)| {
+                        (
+                            s.key(),
+                            Json::obj([
+                                (
+                                    "rps",
+                                    Interval::of(&ctx.rps(li, si)).map_or(Json::Null, |i| i.json()),
+                                ),
+                                (
+                                    "runs",
+                                    Json::arr(ctx.runs[li][si].iter().map(|r| match r {
+                                        None => Json::Null,
+                                        Some(r) => {
+                                            let mut o = Json::obj([
+                                                ("rps", Json::from(r.rps)),
+                                                ("errors", Json::from(r.errors)),
+                                                ("non_200", Json::from(r.non_200)),
+                                            ]);
+                                            if let Some(st) = r.server {
+                                                o.push("server_requests", Json::from(st.requests));
+                                                o.push("server_accepted", Json::from(st.accepted));
+                                                o.push("server_waits", Json::from(st.waits));
+                                                o.push("server_ctl_calls", Json::from(st.ctls));
+                                            }
+                                            o
+                                        }
+                                    })),
+                                ),
+                            ]),
+                        )
+                    })),
+                ),
+            ])
+        })
+        .collect();
     Section {
         name: "http",
-        title: "HTTP: single-threaded servers under ab and wrk".into(),
+        title: "HTTP: single-threaded servers under load".into(),
         markdown: md,
         json: Json::obj([
-            ("reps", Json::from(reps)),
+            ("rounds", Json::from(rounds)),
+            ("tool_rounds", Json::from(tool_rounds)),
+            (
+                "nginx",
+                ctx.nginx
+                    .as_ref()
+                    .map_or(Json::Null, |(_, v)| Json::from(v.as_str())),
+            ),
             ("loads", Json::Arr(json_loads)),
             (
                 "failures",
@@ -618,6 +915,16 @@ fn report(
             ),
         ]),
         charts,
+        summary,
+    }
+}
+
+fn short_server(s: Server) -> String {
+    match s {
+        Server::InProcess(Flavour::Epoll) => "epoll".into(),
+        Server::InProcess(Flavour::Kevent(_)) => "kevent raw".into(),
+        Server::InProcess(Flavour::Safe(_)) => "safe API".into(),
+        Server::Nginx => "nginx".into(),
     }
 }
 
@@ -626,14 +933,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_ab_and_wrk() {
+    fn parses_ab_and_wrk_and_the_builtin_generator() {
         let ab = "Complete requests:      80000\nFailed requests:        3\n\
                   Requests per second:    12345.67 [#/sec] (mean)\n";
-        assert_eq!(parse_output("ab", ab), Some((12345.67, 3)));
+        assert_eq!(parse_output("ab", ab), Some((12345.67, 3, 0)));
         let wrk = "  100 requests in 2.00s, 1 MB read\n  Socket errors: connect 1, read 2, \
                    write 0, timeout 4\n  Non-2xx or 3xx responses: 5\nRequests/sec:  54321.00\n";
-        assert_eq!(parse_output("wrk", wrk), Some((54321.0, 12)));
+        assert_eq!(parse_output("wrk", wrk), Some((54321.0, 12, 0)));
         assert_eq!(parse_output("wrk", "nothing"), None);
+        let own = Counts {
+            ok: 3000,
+            non_200: 2,
+            io_errors: 1,
+            window_us: 1_000_000,
+            ..Counts::default()
+        };
+        assert_eq!(
+            parse_output("kevent-bench", &own.line()),
+            Some((3000.0, 1, 2))
+        );
         assert!(have("sh"));
         assert!(!have("kevent-bench-no-such-tool"));
     }
@@ -645,6 +963,68 @@ mod tests {
     }
 
     #[test]
+    fn the_default_run_always_has_the_builtin_loads() {
+        for quick in [true, false] {
+            let (builtin, tools, rounds, _) = plan(quick);
+            let conns: Vec<usize> = builtin
+                .iter()
+                .filter_map(|l| match l {
+                    Load::Builtin {
+                        conns,
+                        mode: Mode::KeepAlive,
+                        ..
+                    } => Some(*conns),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(conns, [100, 1000, 8000]);
+            assert!(builtin.iter().all(|l| l.tool() == "kevent-bench"));
+            assert!(tools.iter().all(|l| l.tool() != "kevent-bench"));
+            assert!(rounds >= 3);
+        }
+    }
+
+    /// The built-in generator (through `run_one`, as a child process of the test binary is
+    /// not `kevent-bench`) against every in-process server: in-process `loadgen::run`.
+    #[test]
+    fn the_builtin_generator_drives_every_server() {
+        use kevent::backend::RawBackend;
+        for f in [
+            Flavour::Epoll,
+            Flavour::Kevent(RawBackend::fallback()),
+            Flavour::Safe(RawBackend::fallback()),
+        ] {
+            for mode in [Mode::KeepAlive, Mode::Close] {
+                let l = listener().unwrap();
+                let port = l.local_addr().unwrap().port();
+                let stop = Arc::new(AtomicBool::new(false));
+                let stop2 = stop.clone();
+                let t = std::thread::spawn(move || server::serve(f, &l, &stop2));
+                let c = loadgen::run(&loadgen::Spec {
+                    port,
+                    conns: 20,
+                    mode,
+                    warmup_ms: 20,
+                    ramp_limit_ms: 2000,
+                    window_ms: 150,
+                })
+                .unwrap();
+                stop.store(true, Ordering::Relaxed);
+                let st = t.join().unwrap();
+                assert!(c.ok > 20, "{f:?} {mode:?}: {c:?}");
+                assert_eq!((c.non_200, c.errors()), (0, 0), "{f:?} {mode:?}: {c:?}");
+                // The server answered at least what the window counted.
+                assert!(st.requests >= c.ok, "{f:?} {mode:?}: {st:?} {c:?}");
+                if mode == Mode::Close {
+                    assert!(c.connects > c.ok, "{c:?}");
+                } else {
+                    assert_eq!(c.connects, 20, "{c:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_small_ab_run_against_both_servers() {
         use kevent::backend::RawBackend;
         let load = Load::Ab {
@@ -652,11 +1032,11 @@ mod tests {
             conns: 10,
         };
         for f in [Flavour::Epoll, Flavour::Kevent(RawBackend::fallback())] {
-            let r = run_one(&load, f, None, None);
+            let r = run_one(&load, Server::InProcess(f), None, None, None);
             if have("ab") {
                 let r = r.unwrap();
                 assert!(r.rps > 0.0);
-                assert_eq!((r.server.requests, r.errors), (200, 0));
+                assert_eq!((r.server.unwrap().requests, r.errors), (200, 0));
             } else {
                 assert!(r.unwrap_err().starts_with("ab: "));
             }
