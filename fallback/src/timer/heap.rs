@@ -15,7 +15,7 @@
 //! * memory: 16 bytes per entry (8-byte deadline, 4-byte key, 4 bytes of alignment padding) plus
 //!   4 bytes per `pos` slot, i.e. **20 bytes per timer** with dense keys, plus the growth
 //!   slack of the last chunk (below) which [`TimerHeap::shrink`] releases;
-//! * growth: both arrays are segmented ([`SegVec`]: chunks of 1024 entries that are never
+//! * growth: both arrays are segmented (`seg::SegVec`: chunks of 1024 entries that are never
 //!   moved), so scheduling the millionth timer copies nothing (a `Vec` would copy the whole
 //!   heap, 8 MB at half a million timers, inside that one call: issue 14);
 //! * [`schedule`](TimerHeap::schedule), [`cancel`](TimerHeap::cancel),
