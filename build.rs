@@ -33,7 +33,11 @@ const STATIC_LIBS_MUSL: &str = "-lc";
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let ukevent_h = manifest.join("kevent-sys/include/linux/ukevent.h");
+    // kevent-sys exports its bundled header's directory (`links = "kevent"` metadata); the
+    // path inside this repository is the fallback for a kevent-sys without that export.
+    let ukevent_h = env::var_os("DEP_KEVENT_INCLUDE")
+        .map_or_else(|| manifest.join("kevent-sys/include"), PathBuf::from);
+    let ukevent_h = ukevent_h.join("linux/ukevent.h");
     let version = env::var("CARGO_PKG_VERSION").expect("cargo sets it");
     let target = env::var("TARGET").expect("cargo sets TARGET");
 

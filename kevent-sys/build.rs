@@ -8,6 +8,11 @@
 //!
 //! Emits `cfg(kevent_patched_header)` when bindgen ran, and `cfg(kevent_header_syscalls)` when
 //! the header set defined all five `__NR_kevent_*` numbers.
+//!
+//! Always exports the bundled header's directory as the `links = "kevent"` metadata `include`,
+//! so that a dependent's build script finds it as `DEP_KEVENT_INCLUDE` (the C library's
+//! `build.rs` generates `kevent.h` from it), also when the crates are built from their
+//! published packages rather than this repository.
 
 #[path = "bindgen_config.rs"]
 mod bindgen_config;
@@ -47,6 +52,8 @@ fn find_patched_header() -> Option<PathBuf> {
 }
 
 fn main() {
+    let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    println!("cargo:include={}", manifest.join("include").display());
     println!("cargo:rerun-if-env-changed=KEVENT_INCLUDE_DIR");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=bindgen_config.rs");
