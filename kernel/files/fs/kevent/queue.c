@@ -423,6 +423,9 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 	if (ring || num) {
 		if (!ring || num < 2)
 			return -EINVAL;
+		/* The entries' 8-byte fields need it (spec section 1). */
+		if (!IS_ALIGNED((unsigned long)ring, __alignof__(*ring)))
+			return -EINVAL;
 		if (!access_ok(ring, struct_size(ring, event, num)))
 			return -EFAULT;
 		err = kevent_ring_mapped(ring, struct_size(ring, event, num));
