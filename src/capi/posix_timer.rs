@@ -27,7 +27,8 @@ use super::uaccess;
 /// Creates a POSIX timer whose expiries are reported to the queue named in `*sevp`; stores its
 /// id in `*timerid`. Returns 0, or -1 with `errno`.
 ///
-/// `sevp == NULL` gives `EINVAL` (use `timer_create` for a default `SIGALRM` timer). If
+/// `sevp == NULL`, or a `sigev_notify` other than `SIGEV_KEVENT`, gives `EINVAL` (use
+/// `timer_create` for other timers). If
 /// `*timerid` cannot be written the timer is deleted again and the call fails with `EFAULT`,
 /// as the kernel does.
 ///
@@ -45,6 +46,12 @@ pub unsafe extern "C" fn kevent_timer_create(
             return Err(Errno::EINVAL);
         }
         let sev = uaccess::read_value(sevp.cast_const())?;
+        // Only queue timers: on a kevent kernel the syscall below would also create a
+        // SIGEV_NONE or SIGEV_SIGNAL timer, which these four calls are not for (and which the
+        // fallback cannot make), so both backends refuse them here.
+        if sev.sigev_notify != kevent_sys::SIGEV_KEVENT as c_int {
+            return Err(Errno::EINVAL);
+        }
         let id = b.timer_create(clockid, &sev)?;
         if let Err(e) = uaccess::write_value(timerid, &id.to_timer_t()) {
             // Nobody can name this timer: do not leak it.
