@@ -52,6 +52,27 @@ pub fn tree_cpu_ns() -> u64 {
     total
 }
 
+/// The calling thread's total wait on a run queue so far, in nanoseconds (the second field of
+/// `/proc/thread-self/schedstat`): time it was ready to run while other tasks held its CPU.
+/// `None` where the kernel has no schedstat.
+pub fn thread_run_delay_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Involuntary context switches of the calling thread so far (`getrusage(RUSAGE_THREAD)`):
+/// how often another task took its CPU while it could still run.
+pub fn thread_involuntary_switches() -> u64 {
+    // SAFETY: rusage is plain data; all zeroes is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a local the call writes.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } == 0 {
+        ru.ru_nivcsw as u64
+    } else {
+        0
+    }
+}
+
 /// Minor page faults of the calling thread so far (`getrusage(RUSAGE_THREAD)`).
 pub fn thread_minor_faults() -> u64 {
     // SAFETY: rusage is plain data; all zeroes is a valid value.
@@ -274,6 +295,11 @@ mod tests {
         assert!(now_ns() >= a);
         assert!(cpu_ns() > 0);
         assert!(thread_cpu_ns() > 0 && thread_cpu_ns() <= cpu_ns());
+        if let Some(d) = thread_run_delay_ns() {
+            assert!(thread_run_delay_ns().unwrap() >= d);
+        }
+        let v = thread_involuntary_switches();
+        assert!(thread_involuntary_switches() >= v);
         assert!(rss_bytes() > 0);
         let (soft, hard) = raise_fd_limit();
         assert!(soft <= hard && soft > 0);
