@@ -1011,7 +1011,8 @@ mod tests {
                 .unwrap();
                 stop.store(true, Ordering::Relaxed);
                 let st = t.join().unwrap();
-                assert!(c.ok > 20, "{f:?} {mode:?}: {c:?}");
+                // Some responses (how many depends on the machine, not on correctness).
+                assert!(c.ok > 0, "{f:?} {mode:?}: {c:?}");
                 assert_eq!((c.non_200, c.errors()), (0, 0), "{f:?} {mode:?}: {c:?}");
                 // The server answered at least what the window counted.
                 assert!(st.requests >= c.ok, "{f:?} {mode:?}: {st:?} {c:?}");
