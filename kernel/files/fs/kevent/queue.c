@@ -807,8 +807,13 @@ static int kevent_sleep(struct kevent_waiter *w, struct kevent_deadline *d)
 						    d->clock))
 			ret = -ETIMEDOUT;
 		spin_lock_irq(&q->lock);
-		if (ret)
-			break;
+		/*
+		 * Woken (the wake-up took the entry off q->wq) or timed out:
+		 * either way back to the caller, which scans and, if another
+		 * waiter took the events meanwhile, sleeps again with a new
+		 * entry. Sleeping on here without one would never be woken.
+		 */
+		break;
 	}
 	__set_current_state(TASK_RUNNING);
 	if (!list_empty(&w->wait.entry))
