@@ -150,13 +150,27 @@ impl Interval {
         })
     }
 
-    /// Whether the interval contains `x` (for a ratio: 1.0, no measurable difference).
-    pub fn contains(&self, x: f64) -> bool {
-        self.lo <= x && x <= self.hi
+    /// Fewer samples than this give no interval worth the name: the bootstrap of one or two
+    /// values is those values.
+    pub const MIN_SAMPLES: usize = 3;
+
+    /// Whether there are enough samples for an interval.
+    pub fn is_interval(&self) -> bool {
+        self.n >= Interval::MIN_SAMPLES
     }
 
-    /// `median [lo–hi]` with `prec` decimals.
+    /// Whether the interval contains `x` (for a ratio: 1.0, no measurable difference).
+    /// Always true with too few samples: nothing is established.
+    pub fn contains(&self, x: f64) -> bool {
+        !self.is_interval() || (self.lo <= x && x <= self.hi)
+    }
+
+    /// `median [lo–hi]` with `prec` decimals (`median (n runs, no interval)` with too few).
     pub fn cell(&self, prec: usize) -> String {
+        if !self.is_interval() {
+            let runs = if self.n == 1 { "1 run" } else { "2 runs" };
+            return format!("{:.p$} ({runs}, no interval)", self.median, p = prec);
+        }
         format!(
             "{:.p$} [{:.p$}–{:.p$}]",
             self.median,
@@ -169,7 +183,9 @@ impl Interval {
     /// A ratio cell: `**median** [lo–hi]` when the interval excludes 1.0, otherwise
     /// `median [lo–hi] ≈` (≈: no measurable difference).
     pub fn ratio_cell(&self) -> String {
-        if self.contains(1.0) {
+        if !self.is_interval() {
+            self.cell(2)
+        } else if self.contains(1.0) {
             format!("{} ≈", self.cell(2))
         } else {
             format!("**{:.2}** [{:.2}–{:.2}]", self.median, self.lo, self.hi)
@@ -179,7 +195,9 @@ impl Interval {
     /// `no measurable difference` when the interval contains 1.0, else `faster`/`slower`
     /// style words chosen by the caller: `above` when the whole interval is above 1.
     pub fn verdict(&self, above: &str, below: &str) -> String {
-        if self.contains(1.0) {
+        if !self.is_interval() {
+            "too few runs to say".to_owned()
+        } else if self.contains(1.0) {
             "no measurable difference".to_owned()
         } else if self.lo > 1.0 {
             above.to_owned()
@@ -207,6 +225,8 @@ impl Interval {
 pub fn judge_at_most(intervals: &[Interval], target: f64) -> &'static str {
     if intervals.is_empty() {
         "not measured"
+    } else if intervals.iter().any(|i| !i.is_interval()) {
+        "not established (too few runs)"
     } else if intervals.iter().all(|i| i.hi <= target) {
         "met"
     } else if intervals.iter().any(|i| i.lo > target) {
@@ -266,6 +286,12 @@ mod tests {
 
     #[test]
     fn bootstrap_intervals() {
+        // One or two samples: no interval, nothing established.
+        let one = Interval::of(&[0.7]).unwrap();
+        assert!(!one.is_interval() && one.contains(1.0));
+        assert_eq!(one.ratio_cell(), "0.70 (1 run, no interval)");
+        assert_eq!(one.verdict("faster", "slower"), "too few runs to say");
+        assert!(judge_at_most(&[one], 1.1).starts_with("not established"));
         // Identical samples: the interval is the point.
         let i = Interval::of(&[1.2; 7]).unwrap();
         assert_eq!((i.median, i.lo, i.hi, i.n), (1.2, 1.2, 1.2, 7));
@@ -291,7 +317,10 @@ mod tests {
         let w = Interval::of(&wide).unwrap();
         assert!(w.hi - w.lo > i.hi - i.lo);
         assert_eq!(Interval::of(&[]), None);
-        assert_eq!(Interval::of(&[2.0]).unwrap().cell(1), "2.0 [2.0–2.0]");
+        assert_eq!(
+            Interval::of(&[2.0, 2.0, 2.0]).unwrap().cell(1),
+            "2.0 [2.0–2.0]"
+        );
         let at = |lo, hi| Interval {
             median: (lo + hi) / 2.0,
             lo,
