@@ -238,7 +238,13 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
     if let Some(dir) = &opts.out {
         std::fs::create_dir_all(dir)?;
     }
-    for &name in names {
+    for (i, &name) in names.iter().enumerate() {
+        if i > 0 {
+            // Let the kernel finish what the previous benchmark left it (closing thousands of
+            // sockets defers work to RCU callbacks and timers, which run as softirqs and are
+            // charged to whichever thread they interrupt on this kernel).
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
         let started = os::now_ns();
         let load_before = machine::loadavg();
         let (busy0, own0) = (os::machine_busy_ns(), os::tree_cpu_ns());

@@ -85,6 +85,33 @@ pub fn thread_minor_faults() -> u64 {
     }
 }
 
+/// Time CPU `cpu` has spent serving interrupts and softirqs (`/proc/stat`: the irq and
+/// softirq columns, sampled at the scheduler tick), in nanoseconds.
+pub fn cpu_interrupt_ns(cpu: usize) -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let tag = format!("cpu{cpu} ");
+    let Some(line) = stat.lines().find(|l| l.starts_with(&tag)) else {
+        return 0;
+    };
+    // user nice system idle iowait irq softirq ...
+    let ticks: u64 = line
+        .split_whitespace()
+        .skip(6)
+        .take(2)
+        .filter_map(|x| x.parse::<u64>().ok())
+        .sum();
+    // SAFETY: sysconf reads no user memory.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    ticks * (1_000_000_000 / hz)
+}
+
+/// The CPU the calling thread runs on now.
+pub fn current_cpu() -> usize {
+    // SAFETY: sched_getcpu takes no pointer.
+    let c = unsafe { libc::sched_getcpu() };
+    c.max(0) as usize
+}
+
 /// Busy CPU time of the whole machine (all CPUs, `/proc/stat`: everything but idle and
 /// iowait), in nanoseconds.
 pub fn machine_busy_ns() -> u64 {
@@ -298,6 +325,7 @@ mod tests {
         if let Some(d) = thread_run_delay_ns() {
             assert!(thread_run_delay_ns().unwrap() >= d);
         }
+        let _ = cpu_interrupt_ns(current_cpu());
         let v = thread_involuntary_switches();
         assert!(thread_involuntary_switches() >= v);
         assert!(rss_bytes() > 0);

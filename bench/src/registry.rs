@@ -141,6 +141,11 @@ struct FillStall {
     faults: u64,
     /// The longest wall time of any ADD, ns (includes preemption).
     max_wall: u64,
+    /// Interrupt and softirq time of the CPU the fill ran on, during the fill, ns (tick
+    /// sampled; this kernel charges it to the interrupted thread's CPU time).
+    interrupts: u64,
+    /// The fill's wall time, ns.
+    total: u64,
 }
 
 impl Loaded {
@@ -166,6 +171,8 @@ impl Loaded {
                 n,
                 ..FillStall::default()
             };
+            let cpu_id = os::current_cpu();
+            let (irq0, start) = (os::cpu_interrupt_ns(cpu_id), os::now_ns());
             for (at, &id) in registered.iter().enumerate() {
                 let mut e = [unotify(id, id)];
                 let f0 = os::thread_minor_faults();
@@ -181,6 +188,8 @@ impl Loaded {
                     (worst.at, worst.cpu, worst.wall, worst.faults) = (at, cpu, wall, faults);
                 }
             }
+            worst.total = os::now_ns() - start;
+            worst.interrupts = os::cpu_interrupt_ns(cpu_id).saturating_sub(irq0);
             stall = Some(worst);
         } else {
             for chunk in registered.chunks(4096) {
@@ -522,14 +531,19 @@ fn report(
             "* Filling the {} queue to n={} one entry per `kevent_ctl(ADD)`: the longest call \
              took {:.0} µs of thread CPU time (the ADD of kevent {}, {:.0} µs wall clock, {} \
              minor page faults in it); the longest by the wall clock took {:.0} µs (that \
-             includes the time other processes held the CPU).",
+             includes the time other processes held the CPU). Its CPU served interrupts and \
+             softirqs for {:.0} ms of the fill's {:.0} ms (counted at the 4 ms scheduler tick; \
+             this kernel charges that time to the thread it interrupts, so a softirq burst \
+             shows as CPU time of the ADD it lands in).",
             machine.backends[*bi].kind().as_str(),
             sci(st.n),
             st.cpu as f64 / 1e3,
             st.at + 1,
             st.wall as f64 / 1e3,
             st.faults,
-            st.max_wall as f64 / 1e3
+            st.max_wall as f64 / 1e3,
+            st.interrupts as f64 / 1e6,
+            st.total as f64 / 1e6
         );
     }
     for (n, why) in epoll_skipped {
@@ -698,6 +712,11 @@ fn report(
                         ("longest_add_its_wall_us", Json::from(st.wall as f64 / 1e3)),
                         ("longest_add_its_minor_faults", Json::from(st.faults)),
                         ("longest_add_wall_us", Json::from(st.max_wall as f64 / 1e3)),
+                        ("fill_ms", Json::from(st.total as f64 / 1e6)),
+                        (
+                            "fill_cpu_interrupt_ms",
+                            Json::from(st.interrupts as f64 / 1e6),
+                        ),
                     ])
                 })),
             ),
@@ -806,10 +825,13 @@ fn summary(
                 ),
                 target: "≤ 1 ms".into(),
                 result: format!(
-                    "{:.0} µs CPU (ADD #{}, {} page faults): **{}**",
+                    "{:.0} µs CPU (ADD #{}, {} page faults; the CPU served interrupts for {:.0} \
+                     ms of the {:.0} ms fill): **{}**",
                     st.cpu as f64 / 1e3,
                     st.at + 1,
                     st.faults,
+                    st.interrupts as f64 / 1e6,
+                    st.total as f64 / 1e6,
                     if st.cpu <= 1_000_000 { "met" } else { "missed" }
                 ),
             });
