@@ -489,7 +489,9 @@ struct kevent_queue *kevent_queue_from(struct fd f, long *err)
 
 static u32 kevent_ring_used(const struct kevent_queue *q)
 {
-	return ((u64)q->kidx + q->ring_n - q->uidx) % q->ring_n;
+	/* Both indices are below ring_n: no division on the delivery path. */
+	return q->kidx >= q->uidx ? q->kidx - q->uidx :
+				    q->ring_n - q->uidx + q->kidx;
 }
 
 /* Slots a producer may still fill: one always stays free (D12). */
@@ -605,12 +607,15 @@ static unsigned int kevent_sink_room(struct kevent_queue *q,
 	return s->to_ring ? min(room, kevent_ring_free(q)) : room;
 }
 
-/* A delivery that could not be copied out: back to the front, as it was. */
+/*
+ * A delivery that could not be copied out: back to the front, as it was.
+ * Context: q->lock held.
+ */
 static void kevent_restore(struct kevent_queue *q, struct kevent *k,
 			   const struct kevent_snap *snap,
 			   struct list_head *batch)
 {
-	spin_lock_irq(&q->lock);
+	lockdep_assert_held(&q->lock);
 	k->pending += snap->pending;
 	k->bits |= snap->bits;
 	k->marked |= snap->marked;
@@ -619,13 +624,18 @@ static void kevent_restore(struct kevent_queue *q, struct kevent *k,
 		k->counted = true;
 		q->nready++;
 	}
-	spin_unlock_irq(&q->lock);
 }
 
-/* Return: 1 delivered, 0 nothing to deliver, -EFAULT. */
+/*
+ * Delivers one kevent taken off the ready list; q->lock not held. Sets
+ * @requeue for a level kevent that stays registered: the caller puts it
+ * back for the next wait (D7) when it next holds q->lock.
+ *
+ * Return: 1 delivered, 0 nothing to deliver, -EFAULT.
+ */
 static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 			      const struct kevent_snap *snap,
-			      struct kevent_sink *s)
+			      struct kevent_sink *s, bool *requeue)
 {
 	struct ukevent ev = k->uk;
 	u32 data[2] = { 0, 0 };
@@ -633,6 +643,7 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 	bool unregister;
 	u32 kidx = q->kidx;
 
+	*requeue = false;
 	r = k->ops->report(k, snap, data);
 	if (r == KEVENT_SKIP)
 		return 0;
@@ -657,43 +668,48 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 	s->ring_dirty |= q->kidx != kidx;
 	s->n++;
 	k->stamp = s->call;
-	if (unregister) {
+	if (unregister)
 		kevent_unregister(k);
-	} else if (!k->ops->occurrence && !kevent_is_edge(k)) {
-		/* Level (D7): ready again at the next wait if still ready. */
-		spin_lock_irq(&q->lock);
-		if (list_empty(&k->link))
-			list_add_tail(&k->link, &s->requeue);
-		spin_unlock_irq(&q->lock);
-	}
+	else
+		*requeue = !k->ops->occurrence && !kevent_is_edge(k);
 	return 1;
 }
 
-/* Delivers what is queued, oldest first, while the sink has room. */
+/*
+ * Delivers what is queued, oldest first, while the sink has room. q->lock
+ * is dropped only around each delivery (->report() and the copy may sleep);
+ * a delivered kevent cannot go away meanwhile: only a holder of q->mtx
+ * unregisters.
+ */
 static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 {
+	struct kevent *again = NULL;
 	LIST_HEAD(batch);
 	int err = 0;
 
 	spin_lock_irq(&q->lock);
 	list_splice_init(&q->ready, &batch);
-	spin_unlock_irq(&q->lock);
-
-	while (kevent_sink_room(q, s)) {
+	for (;;) {
 		struct kevent_snap snap;
 		struct kevent *k;
+		bool requeue;
 
-		spin_lock_irq(&q->lock);
-		k = list_first_entry_or_null(&batch, struct kevent, link);
-		if (!k) {
-			spin_unlock_irq(&q->lock);
+		/*
+		 * The level kevent delivered last: ready again at the next
+		 * wait, unless a source queued it again meanwhile.
+		 */
+		if (again && list_empty(&again->link))
+			list_add_tail(&again->link, &s->requeue);
+		again = NULL;
+		if (!kevent_sink_room(q, s))
 			break;
-		}
+		k = list_first_entry_or_null(&batch, struct kevent, link);
+		if (!k)
+			break;
 		kevent_dequeue(k);
 		if (k->stamp == s->call) {
 			/* Delivered by this call already: the next one. */
 			list_add_tail(&k->link, &s->requeue);
-			spin_unlock_irq(&q->lock);
 			continue;
 		}
 		snap.pending = k->pending;
@@ -704,15 +720,16 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		k->marked = false;
 		spin_unlock_irq(&q->lock);
 
-		err = kevent_deliver_one(q, k, &snap, s);
+		err = kevent_deliver_one(q, k, &snap, s, &requeue);
+		spin_lock_irq(&q->lock);
 		if (err < 0) {
 			kevent_restore(q, k, &snap, &batch);
 			break;
 		}
 		err = 0;
+		if (requeue)
+			again = k;
 	}
-
-	spin_lock_irq(&q->lock);
 	list_splice(&batch, &q->ready);
 	spin_unlock_irq(&q->lock);
 	return err;
