@@ -922,8 +922,8 @@ fn report(
 fn short_server(s: Server) -> String {
     match s {
         Server::InProcess(Flavour::Epoll) => "epoll".into(),
-        Server::InProcess(Flavour::Kevent(_)) => "kevent raw".into(),
-        Server::InProcess(Flavour::Safe(_)) => "safe API".into(),
+        Server::InProcess(Flavour::Kevent(b)) => format!("kevent raw ({})", b.kind().as_str()),
+        Server::InProcess(Flavour::Safe(b)) => format!("safe API ({})", b.kind().as_str()),
         Server::Nginx => "nginx".into(),
     }
 }
