@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use kevent::backend::RawBackend;
+use kevent_backend::Backend;
 use kevent_sys::{KEVENT_CTL_ADD, KEVENT_SOCKET, KEVENT_SOCKET_RECV, kevent_id, ukevent};
 
 use crate::json::Json;
@@ -193,31 +193,30 @@ enum Mech {
 }
 
 impl Mech {
-    fn name(self, backends: &[RawBackend]) -> String {
+    fn name(self, backends: &[Backend]) -> String {
         match self {
             Mech::Select => "select".into(),
             Mech::Poll => "poll".into(),
             Mech::Epoll => "epoll".into(),
-            Mech::KeventGet(b) => format!("kevent get_events ({})", backends[b].kind().as_str()),
+            Mech::KeventGet(b) => format!("kevent get_events ({})", backends[b].as_str()),
             Mech::KeventRing(b, false) => {
-                format!("kevent ring ({})", backends[b].kind().as_str())
+                format!("kevent ring ({})", backends[b].as_str())
             }
-            Mech::KeventRing(b, true) => format!(
-                "kevent ring, batched commit ({})",
-                backends[b].kind().as_str()
-            ),
+            Mech::KeventRing(b, true) => {
+                format!("kevent ring, batched commit ({})", backends[b].as_str())
+            }
         }
     }
 
-    fn key(self, backends: &[RawBackend]) -> String {
+    fn key(self, backends: &[Backend]) -> String {
         match self {
             Mech::Select => "select".into(),
             Mech::Poll => "poll".into(),
             Mech::Epoll => "epoll".into(),
-            Mech::KeventGet(b) => format!("kevent_get_events_{}", backends[b].kind().as_str()),
-            Mech::KeventRing(b, false) => format!("kevent_ring_{}", backends[b].kind().as_str()),
+            Mech::KeventGet(b) => format!("kevent_get_events_{}", backends[b].as_str()),
+            Mech::KeventRing(b, false) => format!("kevent_ring_{}", backends[b].as_str()),
             Mech::KeventRing(b, true) => {
-                format!("kevent_ring_batched_commit_{}", backends[b].kind().as_str())
+                format!("kevent_ring_batched_commit_{}", backends[b].as_str())
             }
         }
     }
@@ -248,7 +247,7 @@ enum Poller {
 const MAX_A: usize = 256;
 
 impl Poller {
-    fn build(m: Mech, s: &Sockets, backends: &[RawBackend]) -> Poller {
+    fn build(m: Mech, s: &Sockets, backends: &[Backend]) -> Poller {
         match m {
             Mech::Select => {
                 // SAFETY: fd_set is a plain bit array; zeroes are the empty set.
@@ -552,7 +551,7 @@ fn paired_ratio(
 fn report(
     cfg: &Config,
     mechs: &[Mech],
-    backends: &[RawBackend],
+    backends: &[Backend],
     samples: &BTreeMap<(Mech, usize, usize), Vec<f64>>,
     skipped: &BTreeMap<usize, String>,
     select_skipped: &BTreeMap<usize, String>,
@@ -712,7 +711,7 @@ fn report(
 fn summary(
     cfg: &Config,
     mechs: &[Mech],
-    backends: &[RawBackend],
+    backends: &[Backend],
     samples: &BTreeMap<(Mech, usize, usize), Vec<f64>>,
     measured: &[usize],
 ) -> Vec<SummaryRow> {
@@ -788,7 +787,7 @@ mod tests {
 
     #[test]
     fn every_mechanism_completes_rounds_on_both_transports() {
-        let backends = [RawBackend::fallback()];
+        let backends = [Backend::fallback()];
         for t in [Transport::UnixDgram, Transport::SocketPair] {
             let s = Sockets::new(t, 64).unwrap();
             for m in [

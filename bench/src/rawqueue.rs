@@ -1,4 +1,4 @@
-//! A kevent queue at the ABI level for the benchmarks: a [`RawBackend`] arm, the queue fd,
+//! A kevent queue at the ABI level for the benchmarks: a [`Backend`] arm, the queue fd,
 //! and (optionally) the ring memory with a single-threaded ring consumer.
 //!
 //! The benchmarks measure the raw calls (`get_events`, `wait` + `commit`), so they drive the
@@ -16,7 +16,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use kevent::backend::RawBackend;
+use kevent_backend::Backend;
 use kevent_sys::{Errno, KEVENT_RING_HEADER_SIZE, kevent_ring, ukevent};
 
 /// A timeout that means "until an event" (the ABI has no infinite value, D6).
@@ -53,7 +53,7 @@ impl Drop for RingMem {
 #[derive(Debug)]
 pub struct RawQueue {
     /// The backend arm serving the queue.
-    pub backend: RawBackend,
+    pub backend: Backend,
     // Drop order matters: the fd is closed before the ring memory is freed.
     fd: OwnedFd,
     ring: Option<RingMem>,
@@ -69,7 +69,7 @@ pub struct RawQueue {
 
 impl RawQueue {
     /// A new queue on `backend`, with a ring of `ring_len` entries (0: no ring).
-    pub fn new(backend: RawBackend, ring_len: u32) -> Result<RawQueue, Errno> {
+    pub fn new(backend: Backend, ring_len: u32) -> Result<RawQueue, Errno> {
         let ring = if ring_len == 0 {
             None
         } else {
@@ -85,7 +85,7 @@ impl RawQueue {
         // SAFETY: `ptr` is null with `ring_len == 0`, or points to `8 + ring_len * 40`
         // zeroed, 8-aligned bytes that this RawQueue keeps alive (and never references) until
         // after the fd is closed; the fd is ours to own.
-        let fd = unsafe { backend.init(ptr, ring_len, 0) }?;
+        let fd = unsafe { kevent_backend::init(backend, ptr, ring_len, 0) }?;
         Ok(RawQueue {
             backend,
             // SAFETY: `init` just returned this fd and nothing else owns it.
@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn ring_round_trip_on_the_fallback() {
-        let mut q = RawQueue::new(RawBackend::fallback(), 4).unwrap();
+        let mut q = RawQueue::new(Backend::fallback(), 4).unwrap();
         let mut evs: Vec<ukevent> = (0..3)
             .map(|i| ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(i), 0, 0))
             .collect();
@@ -216,7 +216,7 @@ mod tests {
 
     #[test]
     fn deferred_commits_keep_the_ring_flowing() {
-        let mut q = RawQueue::new(RawBackend::fallback(), 16).unwrap();
+        let mut q = RawQueue::new(Backend::fallback(), 16).unwrap();
         q.set_commit_every(8);
         let mut evs: Vec<ukevent> = (0..3)
             .map(|i| ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(i), 0, 0))

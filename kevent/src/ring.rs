@@ -53,11 +53,11 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 use kevent_sys::{Errno, kevent_ring, ukevent};
 
-use crate::backend::RawBackend;
 use crate::error::{Error, Op, Result};
 use crate::event::Event;
 use crate::queue::Queue;
 use crate::timeout::Timeout;
+use kevent_backend::Backend;
 
 /// The largest ring this crate allocates: 2^22 slots (160 MiB of address space, touched
 /// only as it fills).
@@ -84,7 +84,7 @@ unsafe impl Sync for RingMem {}
 
 impl RingMem {
     /// Maps a zeroed ring of `n` slots (`2 <= n <= MAX_RING_SIZE`).
-    pub(crate) fn new(n: u32, backend: &RawBackend) -> std::result::Result<RingMem, Errno> {
+    pub(crate) fn new(n: u32, backend: &Backend) -> std::result::Result<RingMem, Errno> {
         if !(2..=MAX_RING_SIZE).contains(&n) {
             return Err(Errno::EINVAL);
         }
@@ -109,7 +109,7 @@ impl RingMem {
             base,
             n,
             len,
-            tombstone: matches!(backend, RawBackend::Native(..)),
+            tombstone: backend.dup_is_queue(),
         })
     }
 
@@ -202,7 +202,7 @@ impl Drop for RingMem {
 
 /// `kevent_init(ring, n, 0)` through `backend`, adopting the new fd.
 pub(crate) fn init(
-    backend: &RawBackend,
+    backend: &Backend,
     ring: Option<&RingMem>,
 ) -> std::result::Result<OwnedFd, Errno> {
     let (ptr, n) = match ring {
@@ -212,7 +212,7 @@ pub(crate) fn init(
     // SAFETY: `ptr` is null with `n == 0`, or our mapping of `8 + n * 40` bytes, 8-aligned,
     // which the queue keeps valid until its fd is closed (and, on native, reserved forever
     // after): `init`'s contract. No `&`/`&mut` to it exists.
-    let fd = unsafe { backend.init(ptr, n, 0) }?;
+    let fd = unsafe { kevent_backend::init(*backend, ptr, n, 0) }?;
     if fd < 0 {
         return Err(Errno::EIO);
     }
@@ -305,7 +305,7 @@ impl<'q> RingConsumer<'q> {
             let (ts, flags) = timeout.into().as_timespec();
             let uidx = (self.committed % u64::from(self.ring.n)) as u32;
             self.queue
-                .raw_backend()
+                .backend()
                 .wait(self.queue.as_raw_fd(), self.ring.n - 1, uidx, &ts, flags)
                 .map_err(|e| Error::os(Op::Wait, e))?;
         }
@@ -332,7 +332,7 @@ impl<'q> RingConsumer<'q> {
         let new_uidx = (self.pos % u64::from(self.ring.n)) as u32;
         let released = self
             .queue
-            .raw_backend()
+            .backend()
             .commit(self.queue.as_raw_fd(), new_uidx, over)
             .map_err(|e| Error::os(Op::Commit, e))?;
         self.committed = self.pos;
@@ -555,7 +555,7 @@ impl<'q> SharedRing<'q> {
             let uidx = (committed % u64::from(n)) as u32;
             let moved = self
                 .queue
-                .raw_backend()
+                .backend()
                 .wait(self.queue.as_raw_fd(), n - 1, uidx, &ts, flags)
                 .map_err(|e| Error::os(Op::Wait, e))?;
             if moved == 0 && self.committed_hint.load(Ordering::Acquire) == committed {
@@ -604,7 +604,7 @@ impl<'q> SharedRing<'q> {
         }
         let released = self
             .queue
-            .raw_backend()
+            .backend()
             .commit(self.queue.as_raw_fd(), (pos % n) as u32, self.ring.over())
             .map_err(|e| Error::os(Op::Commit, e))?;
         *committed = pos;

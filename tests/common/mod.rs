@@ -4,9 +4,9 @@
 //! `#[macro_use] mod common;`, so the same files also compile as modules of the combined
 //! `conformance` test binary.
 //!
-//! * **Generic runner.** A test body is written once as `fn(b: RawBackend)` and run against
+//! * **Generic runner.** A test body is written once as `fn(b: Backend)` and run against
 //!   every backend this machine has: the fallback always, native when
-//!   [`RawBackend::native`] is `Ok` (otherwise the reason is printed; a missing kevent kernel
+//!   [`Backend::native`] is `Ok` (otherwise the reason is printed; a missing kevent kernel
 //!   is never a failure). [`backend_test!`] declares such a test; [`isolated_test!`] runs each
 //!   backend's run in a child process (re-executing this test binary), for tests that change
 //!   process-wide state: signal dispositions, rlimits, `fork`, closing a queue under waiters.
@@ -27,8 +27,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-pub use kevent::backend::RawBackend;
-pub use kevent_sys::detect::Backend;
+pub use kevent_backend::Backend;
 pub use kevent_sys::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -42,16 +41,16 @@ pub const ROLE_ENV: &str = "KEVENT_TEST_CHILD";
 pub const REQUIRE_ALL_ENV: &str = "KEVENT_REQUIRE_ALL";
 
 /// Every backend available here, with a printed reason for each one that is not.
-pub fn backends(test: &str) -> Vec<RawBackend> {
+pub fn backends(test: &str) -> Vec<Backend> {
     if let Ok(which) = std::env::var(BACKEND_ENV) {
         return match which.as_str() {
-            "fallback" => vec![RawBackend::fallback()],
-            "native" => vec![RawBackend::native().expect("the parent saw a native backend")],
+            "fallback" => vec![Backend::fallback()],
+            "native" => vec![Backend::native().expect("the parent saw a native backend")],
             other => panic!("{BACKEND_ENV}={other:?}"),
         };
     }
-    let mut v = vec![RawBackend::fallback()];
-    match RawBackend::native() {
+    let mut v = vec![Backend::fallback()];
+    match Backend::native() {
         Ok(n) => v.push(n),
         // Not a failure even under KEVENT_REQUIRE_ALL: CI machines have no kevent kernel.
         Err(e) => eprintln!("[{test}] native backend skipped: {}", e.reason()),
@@ -61,9 +60,9 @@ pub fn backends(test: &str) -> Vec<RawBackend> {
 
 /// Runs `body` once per available backend, saying which one runs (the harness shows it on
 /// failure).
-pub fn for_each_backend(test: &str, body: fn(RawBackend)) {
+pub fn for_each_backend(test: &str, body: fn(Backend)) {
     for b in backends(test) {
-        eprintln!("[{test}] on the {} backend", b.kind().as_str());
+        eprintln!("[{test}] on the {} backend", b.as_str());
         body(b);
     }
 }
@@ -81,7 +80,7 @@ macro_rules! backend_test {
         $(#[$m])*
         #[test]
         fn $name() {
-            fn body($b: common::RawBackend) $body
+            fn body($b: common::Backend) $body
             common::for_each_backend(stringify!($name), body);
         }
     )*};
@@ -94,7 +93,7 @@ macro_rules! isolated_test {
         $(#[$m])*
         #[test]
         fn $name() {
-            fn body($b: common::RawBackend) $body
+            fn body($b: common::Backend) $body
             common::isolated(&common::test_path(module_path!(), stringify!($name)), body);
         }
     )*};
@@ -134,7 +133,7 @@ pub const CHILD_LIMIT: Duration = Duration::from_secs(120);
 
 /// Runs `body` in a child process per backend: the child is this test binary, re-executed
 /// with `--exact name` and [`ROLE_ENV`] set; it prints `CHILD-OK` when the body returned.
-pub fn isolated(name: &str, body: fn(RawBackend)) {
+pub fn isolated(name: &str, body: fn(Backend)) {
     if std::env::var(ROLE_ENV).as_deref() == Ok(name) {
         let b = backends(name).remove(0);
         body(b);
@@ -143,14 +142,14 @@ pub fn isolated(name: &str, body: fn(RawBackend)) {
         return;
     }
     for b in backends(name) {
-        let out = run_child(name, b.kind().as_str(), &[], CHILD_LIMIT);
+        let out = run_child(name, b.as_str(), &[], CHILD_LIMIT);
         assert!(
             out.ok,
             "[{name}] child on the {} backend failed: {}",
-            b.kind().as_str(),
+            b.as_str(),
             out.describe()
         );
-        eprintln!("[{name}] child on the {} backend passed", b.kind().as_str());
+        eprintln!("[{name}] child on the {} backend passed", b.as_str());
         // The child's own notes (figures), shown with --nocapture.
         for line in out.stderr.lines().filter(|l| !l.trim().is_empty()) {
             eprintln!("[{name}]   child: {line}");
@@ -647,7 +646,7 @@ struct RingMem {
 /// A queue of one backend, closed on drop (before its ring memory is freed).
 pub struct Queue {
     /// The backend serving it.
-    pub b: RawBackend,
+    pub b: Backend,
     /// The queue fd.
     pub fd: RawFd,
     ring: Option<RingMem>,
@@ -657,7 +656,7 @@ pub struct Queue {
 impl std::fmt::Debug for Queue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Queue")
-            .field("backend", &self.b.kind())
+            .field("backend", &self.b.as_str())
             .field("fd", &self.fd)
             .field("ring", &self.ring.as_ref().map(|r| r.n))
             .finish()
@@ -674,9 +673,10 @@ unsafe impl Sync for Queue {}
 impl Queue {
     /// A queue without a ring.
     #[track_caller]
-    pub fn new(b: RawBackend) -> Queue {
+    pub fn new(b: Backend) -> Queue {
         // SAFETY: a null ring with num 0 registers no memory.
-        let fd = unsafe { b.init(std::ptr::null_mut(), 0, 0) }.expect("kevent_init");
+        let fd =
+            unsafe { kevent_backend::init(b, std::ptr::null_mut(), 0, 0) }.expect("kevent_init");
         Queue {
             b,
             fd,
@@ -688,7 +688,7 @@ impl Queue {
     /// A queue with a ring of `n` slots (the ring memory is zero-filled with a pattern in
     /// the entries, so that writes are visible).
     #[track_caller]
-    pub fn with_ring(b: RawBackend, n: u32) -> Queue {
+    pub fn with_ring(b: Backend, n: u32) -> Queue {
         let bytes = ring_bytes(n).expect("ring size");
         let words = vec![0u64; bytes.div_ceil(8)].into_boxed_slice();
         let words = Box::into_raw(words);
@@ -696,7 +696,8 @@ impl Queue {
         // SAFETY: `base` points to `bytes` zeroed, 8-aligned bytes that stay allocated until
         // `Drop` has closed the queue fd (and every duplicate the test made is closed by the
         // test before it drops the queue).
-        let fd = unsafe { b.init(base.as_ptr(), n, 0) }.expect("kevent_init with a ring");
+        let fd = unsafe { kevent_backend::init(b, base.as_ptr(), n, 0) }
+            .expect("kevent_init with a ring");
         Queue {
             b,
             fd,
