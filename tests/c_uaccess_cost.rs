@@ -178,10 +178,7 @@ const N_WATCHED: usize = 1000;
 const MAX_A: usize = 128;
 const RING: u32 = 1024;
 
-const FOREVER: libc::timespec = libc::timespec {
-    tv_sec: 1 << 40,
-    tv_nsec: 0,
-};
+use kevent_sys::FOREVER;
 
 /// Pins the calling thread to the last CPU (as kevent-bench does), if it can.
 fn pin_last_cpu() {

@@ -9,21 +9,19 @@
 //! The ring memory is a heap block owned by the [`RawQueue`]; it is registered with
 //! `kevent_init` and freed only after the queue fd is closed (field order: `fd` drops before
 //! `ring`). The engine (the kernel, or the fallback's producer) writes entries and
-//! `ring_kidx`/`ring_over` there; this module only reads that memory through raw pointers and
-//! atomics, never through Rust references, so the engine's writes never alias a `&`/`&mut`.
+//! `ring_kidx`/`ring_over` there; this module only reads that memory through its
+//! [`RingView`] (the one ring definition, `kevent_sys::ring`: atomics for the header, raw slot
+//! pointers), never through Rust references, so the engine's writes never alias a `&`/`&mut`.
 #![allow(unsafe_code)]
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use kevent_backend::Backend;
-use kevent_sys::{Errno, KEVENT_RING_HEADER_SIZE, kevent_ring, ukevent};
+use kevent_sys::ring::{self, RingView};
+use kevent_sys::{Errno, ukevent};
 
 /// A timeout that means "until an event" (the ABI has no infinite value, D6).
-pub const FOREVER: libc::timespec = libc::timespec {
-    tv_sec: 1 << 30,
-    tv_nsec: 0,
-};
+pub use kevent_sys::FOREVER;
 
 /// A relative timeout of `ms` milliseconds.
 pub fn timeout_ms(ms: u64) -> libc::timespec {
@@ -36,9 +34,8 @@ pub fn timeout_ms(ms: u64) -> libc::timespec {
 /// The ring memory: `8 + n * 40` bytes, 8-aligned (a `u64` block).
 #[derive(Debug)]
 struct RingMem {
-    base: *mut kevent_ring,
+    view: RingView,
     words: *mut [u64],
-    n: u32,
 }
 
 impl Drop for RingMem {
@@ -75,13 +72,18 @@ impl RawQueue {
         } else {
             let bytes = kevent_sys::ring_bytes(ring_len).ok_or(Errno::EINVAL)?;
             let words = Box::into_raw(vec![0u64; bytes.div_ceil(8)].into_boxed_slice());
+            let base = std::ptr::NonNull::new(words.cast()).ok_or(Errno::ENOMEM)?;
             Some(RingMem {
-                base: words.cast(),
+                // SAFETY: `words` holds `ring_bytes(ring_len)` zeroed, 8-aligned bytes that
+                // live until `RingMem` drops, after the queue fd is closed; nothing else
+                // references them.
+                view: unsafe { RingView::new(base, ring_len) },
                 words,
-                n: ring_len,
             })
         };
-        let ptr = ring.as_ref().map_or(std::ptr::null_mut(), |r| r.base);
+        let ptr = ring
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |r| r.view.base().as_ptr());
         // SAFETY: `ptr` is null with `ring_len == 0`, or points to `8 + ring_len * 40`
         // zeroed, 8-aligned bytes that this RawQueue keeps alive (and never references) until
         // after the fd is closed; the fd is ours to own.
@@ -127,7 +129,7 @@ impl RawQueue {
 
     /// The ring size (0 without a ring).
     pub fn ring_len(&self) -> u32 {
-        self.ring.as_ref().map_or(0, |r| r.n)
+        self.ring.as_ref().map_or(0, |r| r.view.size())
     }
 
     /// `kevent_wait(num, uidx, timeout, 0)` with this consumer's index.
@@ -142,42 +144,26 @@ impl RawQueue {
         let Some(ring) = &self.ring else {
             return Err(Errno::EINVAL);
         };
-        let n = ring.n;
-        // SAFETY: `base` points to the live ring header (see the module docs); the engine
-        // writes `ring_kidx` and `ring_over` only with atomic stores, so viewing them as
-        // atomics is sound.
-        let (kidx_at, over_at) = unsafe {
-            (
-                AtomicU32::from_ptr(&raw mut (*ring.base).ring_kidx),
-                AtomicU32::from_ptr(&raw mut (*ring.base).ring_over),
-            )
-        };
+        let v = ring.view;
+        let n = v.size();
         // `ring_over` as the engine last wrote it (in a commit), before consuming (D13).
-        let over = over_at.load(Ordering::Acquire);
+        let over = v.over();
         // Acquire pairs with the engine's Release store of `ring_kidx`, made after it wrote
         // the entries: every entry before `kidx` is fully written when we read it.
-        let kidx = kidx_at.load(Ordering::Acquire);
+        let kidx = v.kidx();
         let mut i = self.read;
         let mut count = 0;
         while i != kidx {
-            // SAFETY: entry `i < n` lies inside the ring block (`8 + n * 40` bytes); slots
-            // between uidx (<= read) and kidx are not written again before we commit them (D12), and
-            // the Acquire load above ordered their contents before this read.
-            let ev = unsafe {
-                std::ptr::read(
-                    ring.base
-                        .cast::<u8>()
-                        .add(KEVENT_RING_HEADER_SIZE)
-                        .cast::<ukevent>()
-                        .add(i as usize),
-                )
-            };
+            // SAFETY: slots between uidx (<= read) and kidx are not written again before we
+            // commit them (D12), and the Acquire load above ordered their contents before
+            // this read.
+            let ev = unsafe { v.read(i) };
             f(&ev);
-            i = (i + 1) % n;
+            i = ring::advance(n, i, 1);
             count += 1;
         }
         self.read = kidx;
-        let uncommitted = (kidx + n - self.uidx) % n;
+        let uncommitted = ring::occupancy(n, kidx, self.uidx);
         if uncommitted > 0 && uncommitted >= self.commit_every {
             // A single consumer commits exactly what it read, with the ring_over it read
             // before reading (D13): every slot up to kidx is released.

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 pub use kevent_backend::Backend;
+pub use kevent_sys::ring::RingView;
 pub use kevent_sys::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -282,11 +283,8 @@ pub const ZERO: libc::timespec = libc::timespec {
     tv_nsec: 0,
 };
 
-/// "Until an event" (**D6**): a very large `tv_sec`, as the safe API's `None`.
-pub const FOREVER: libc::timespec = libc::timespec {
-    tv_sec: libc::time_t::MAX / 2,
-    tv_nsec: 0,
-};
+/// "Until an event" (**D6**): a very large `tv_sec`, as the safe API's `Timeout::FOREVER`.
+pub use kevent_sys::FOREVER;
 
 /// A timespec.
 pub const fn ts(sec: i64, nsec: i64) -> libc::timespec {
@@ -348,13 +346,9 @@ pub fn timer(sec: u32, nsec: u32, req: u32) -> ukevent {
 
 /// A SIGNAL kevent for `signo`, with NOMASK when `nomask`.
 pub fn signal(signo: c_int, nomask: bool, req: u32) -> ukevent {
-    let mut id = signo as u32 as u64;
-    if nomask {
-        id |= KEVENT_SIGNAL_NOMASK;
-    }
     ukevent::new(
         KEVENT_SIGNAL,
-        kevent_id::from_u64(id),
+        kevent_id::signal(signo, nomask),
         KEVENT_SIGNAL_DELIVERY,
         req,
     )
@@ -638,9 +632,8 @@ pub fn temp_dir(tag: &str) -> std::path::PathBuf {
 /// Caller-owned ring memory (`8 + n * 40` bytes, 8-aligned), freed only after the queue fd
 /// is closed.
 struct RingMem {
-    base: NonNull<kevent_ring>,
+    view: RingView,
     words: *mut [u64],
-    n: u32,
 }
 
 /// A queue of one backend, closed on drop (before its ring memory is freed).
@@ -658,7 +651,7 @@ impl std::fmt::Debug for Queue {
         f.debug_struct("Queue")
             .field("backend", &self.b.as_str())
             .field("fd", &self.fd)
-            .field("ring", &self.ring.as_ref().map(|r| r.n))
+            .field("ring", &self.ring.as_ref().map(|r| r.view.size()))
             .finish()
     }
 }
@@ -698,75 +691,61 @@ impl Queue {
         // test before it drops the queue).
         let fd = unsafe { kevent_backend::init(b, base.as_ptr(), n, 0) }
             .expect("kevent_init with a ring");
+        // SAFETY: as above: the memory outlives every use of the view (dropped with the
+        // queue, after the fd is closed), and the header is only accessed atomically.
+        let view = unsafe { RingView::new(base, n) };
         Queue {
             b,
             fd,
-            ring: Some(RingMem { base, words, n }),
+            ring: Some(RingMem { view, words }),
             closed: false,
         }
     }
 
     /// The ring size `n`.
     pub fn ring_size(&self) -> u32 {
-        self.ring.as_ref().expect("queue has a ring").n
+        self.view().size()
     }
 
-    fn ring_base(&self) -> NonNull<kevent_ring> {
-        self.ring.as_ref().expect("queue has a ring").base
+    /// The ring, through the one ring definition (`kevent_sys::ring`).
+    pub fn view(&self) -> RingView {
+        self.ring.as_ref().expect("queue has a ring").view
     }
 
     /// `ring_kidx`, loaded with Acquire (pairs with the producer's Release store).
     pub fn kidx(&self) -> u32 {
-        // SAFETY: the header is valid and aligned while `self` lives; the engine stores
-        // `ring_kidx` atomically, so an atomic view of it is sound.
-        unsafe { AtomicU32::from_ptr(&raw mut (*self.ring_base().as_ptr()).ring_kidx) }
-            .load(Ordering::Acquire)
+        self.view().kidx()
     }
 
     /// `ring_over`, loaded with Acquire.
     pub fn over(&self) -> u32 {
-        // SAFETY: as in `kidx`, for `ring_over`.
-        unsafe { AtomicU32::from_ptr(&raw mut (*self.ring_base().as_ptr()).ring_over) }
-            .load(Ordering::Acquire)
+        self.view().over()
     }
 
-    /// Ring entry `i` (a volatile copy; call after loading `ring_kidx`).
+    /// Ring entry `i` (call after loading `ring_kidx`).
     pub fn slot(&self, i: u32) -> ukevent {
-        let n = self.ring_size();
-        assert!(i < n);
-        // SAFETY: `i < n`, so the entry lies inside the `n` entries allocated for the ring;
-        // a slot published by `ring_kidx` (Acquire above) is not written again until it is
-        // committed, and a read of plain integers is valid for any bit pattern.
-        unsafe {
-            (&raw const (*self.ring_base().as_ptr()).event)
-                .cast::<ukevent>()
-                .add(i as usize)
-                .read_volatile()
-        }
+        assert!(i < self.ring_size());
+        // SAFETY: a slot published by `ring_kidx` (Acquire above) is not written again until
+        // it is committed; tests read other slots only while no call runs on the queue.
+        unsafe { self.view().read(i) }
     }
 
     /// Overwrites ring entry `i` with `e` (to see whether the engine writes it again).
     pub fn poke_slot(&self, i: u32, e: ukevent) {
-        let n = self.ring_size();
-        assert!(i < n);
-        // SAFETY: as in `slot`; tests poke only slots the engine may not write (uncommitted
-        // or, after close, none).
-        unsafe {
-            (&raw mut (*self.ring_base().as_ptr()).event)
-                .cast::<ukevent>()
-                .add(i as usize)
-                .write_volatile(e)
-        }
+        assert!(i < self.ring_size());
+        // SAFETY: tests poke only slots the engine may not write (uncommitted or, after
+        // close, none), while no call runs on the queue.
+        unsafe { self.view().write(i, &e) }
     }
 
     /// The whole ring memory, as bytes (a copy).
     pub fn ring_bytes_copy(&self) -> Vec<u8> {
         let r = self.ring.as_ref().expect("queue has a ring");
-        let len = ring_bytes(r.n).expect("size");
+        let len = ring_bytes(r.view.size()).expect("size");
         let mut v = vec![0u8; len];
         for (i, b) in v.iter_mut().enumerate() {
             // SAFETY: `i < len`, inside the allocation; volatile byte reads of plain memory.
-            *b = unsafe { r.base.as_ptr().cast::<u8>().add(i).read_volatile() };
+            *b = unsafe { r.view.base().as_ptr().cast::<u8>().add(i).read_volatile() };
         }
         v
     }
