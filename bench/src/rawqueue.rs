@@ -2,7 +2,10 @@
 //! and (optionally) the ring memory with a single-threaded ring consumer.
 //!
 //! The benchmarks measure the raw calls (`get_events`, `wait` + `commit`), so they drive the
-//! backend dispatch directly rather than the safe API's wrappers.
+//! backend dispatch directly rather than the safe API's wrappers ([`Via::Rust`]), or the C
+//! library's exported functions, `kevent_init` … `kevent_commit` of `libkevent`, on the
+//! process's backend ([`Via::C`]: what a C program gets, `-1`/`errno` and the C layer's
+//! copies of caller memory included).
 //!
 //! # Safety
 //!
@@ -46,11 +49,27 @@ impl Drop for RingMem {
     }
 }
 
+/// Which entry points a [`RawQueue`]'s calls go through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// The dispatch's Rust entry points ([`Backend`]'s methods: slices, no copies).
+    Rust,
+    /// The C library's exported functions (`kevent_get_events`, …), on the process's backend.
+    C,
+}
+
+/// Turns a C call's `-1`/`errno` into a `Result`.
+fn c_result(r: libc::c_int) -> Result<u32, Errno> {
+    u32::try_from(r).map_err(|_| Errno::last())
+}
+
 /// A queue on one backend, closed on drop.
 #[derive(Debug)]
 pub struct RawQueue {
     /// The backend arm serving the queue.
     pub backend: Backend,
+    /// Rust dispatch or C functions.
+    via: Via,
     // Drop order matters: the fd is closed before the ring memory is freed.
     fd: OwnedFd,
     ring: Option<RingMem>,
@@ -65,8 +84,20 @@ pub struct RawQueue {
 }
 
 impl RawQueue {
-    /// A new queue on `backend`, with a ring of `ring_len` entries (0: no ring).
+    /// A new queue on `backend`, with a ring of `ring_len` entries (0: no ring), driven
+    /// through the Rust dispatch.
     pub fn new(backend: Backend, ring_len: u32) -> Result<RawQueue, Errno> {
+        RawQueue::with_via(backend, Via::Rust, ring_len)
+    }
+
+    /// A new queue driven through the C library's exported functions, on the process's
+    /// backend (`None` when the process has none), with a ring of `ring_len` entries.
+    pub fn new_c(ring_len: u32) -> Option<Result<RawQueue, Errno>> {
+        let backend = Backend::current().ok()?;
+        Some(RawQueue::with_via(backend, Via::C, ring_len))
+    }
+
+    fn with_via(backend: Backend, via: Via, ring_len: u32) -> Result<RawQueue, Errno> {
         let ring = if ring_len == 0 {
             None
         } else {
@@ -84,12 +115,21 @@ impl RawQueue {
         let ptr = ring
             .as_ref()
             .map_or(std::ptr::null_mut(), |r| r.view.base().as_ptr());
-        // SAFETY: `ptr` is null with `ring_len == 0`, or points to `8 + ring_len * 40`
-        // zeroed, 8-aligned bytes that this RawQueue keeps alive (and never references) until
-        // after the fd is closed; the fd is ours to own.
-        let fd = unsafe { kevent_backend::init(backend, ptr, ring_len, 0) }?;
+        // `ptr` is null with `ring_len == 0`, or points to `8 + ring_len * 40` zeroed,
+        // 8-aligned bytes that this RawQueue keeps alive (and never references) until after the
+        // fd is closed; the fd is ours to own.
+        let fd = match via {
+            // SAFETY: the ring contract of `init` holds for `ptr` (above).
+            Via::Rust => unsafe { kevent_backend::init(backend, ptr, ring_len, 0) }?,
+            Via::C => {
+                // SAFETY: as above; the C contract of kevent_init is the same.
+                let r = unsafe { kevent_c::capi::calls::kevent_init(ptr, ring_len, 0) };
+                c_result(r)? as RawFd
+            }
+        };
         Ok(RawQueue {
             backend,
+            via,
             // SAFETY: `init` just returned this fd and nothing else owns it.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
             ring,
@@ -114,7 +154,16 @@ impl RawQueue {
 
     /// `kevent_ctl(cmd, events)`.
     pub fn ctl(&self, cmd: u32, events: &mut [ukevent]) -> Result<u32, Errno> {
-        self.backend.ctl(self.fd(), cmd, events)
+        match self.via {
+            Via::Rust => self.backend.ctl(self.fd(), cmd, events),
+            Via::C => {
+                let num = u32::try_from(events.len()).map_err(|_| Errno::EINVAL)?;
+                // SAFETY: `events` is valid for reads and writes of `num` entries for the call.
+                c_result(unsafe {
+                    kevent_c::capi::calls::kevent_ctl(self.fd(), cmd, num, events.as_mut_ptr())
+                })
+            }
+        }
     }
 
     /// `kevent_get_events(min_nr, buf, timeout, 0)`.
@@ -124,7 +173,24 @@ impl RawQueue {
         buf: &mut [ukevent],
         timeout: &libc::timespec,
     ) -> Result<u32, Errno> {
-        self.backend.get_events(self.fd(), min_nr, buf, timeout, 0)
+        match self.via {
+            Via::Rust => self.backend.get_events(self.fd(), min_nr, buf, timeout, 0),
+            Via::C => {
+                let max = u32::try_from(buf.len()).map_err(|_| Errno::EINVAL)?;
+                // SAFETY: `buf` is valid for writes of `max` entries for the call; the ring is
+                // covered by kevent_init's contract (see the module docs).
+                c_result(unsafe {
+                    kevent_c::capi::calls::kevent_get_events(
+                        self.fd(),
+                        min_nr,
+                        max,
+                        *timeout,
+                        buf.as_mut_ptr(),
+                        0,
+                    )
+                })
+            }
+        }
     }
 
     /// The ring size (0 without a ring).
@@ -134,7 +200,26 @@ impl RawQueue {
 
     /// `kevent_wait(num, uidx, timeout, 0)` with this consumer's index.
     pub fn wait(&self, num: u32, timeout: &libc::timespec) -> Result<u32, Errno> {
-        self.backend.wait(self.fd(), num, self.uidx, timeout, 0)
+        match self.via {
+            Via::Rust => self.backend.wait(self.fd(), num, self.uidx, timeout, 0),
+            // SAFETY: integers and a timespec by value; the ring is covered by kevent_init's
+            // contract.
+            Via::C => c_result(unsafe {
+                kevent_c::capi::calls::kevent_wait(self.fd(), num, self.uidx, *timeout, 0)
+            }),
+        }
+    }
+
+    /// `kevent_commit(new_uidx, over)`.
+    fn commit(&self, new_uidx: u32, over: u32) -> Result<u32, Errno> {
+        match self.via {
+            Via::Rust => self.backend.commit(self.fd(), new_uidx, over),
+            Via::C => {
+                // SAFETY: integers only; the ring is covered by kevent_init's contract.
+                let r = unsafe { kevent_c::capi::calls::kevent_commit(self.fd(), new_uidx, over) };
+                c_result(r)
+            }
+        }
     }
 
     /// Reads every entry published in the ring since the last call, hands each to `f`, then
@@ -167,7 +252,7 @@ impl RawQueue {
         if uncommitted > 0 && uncommitted >= self.commit_every {
             // A single consumer commits exactly what it read, with the ring_over it read
             // before reading (D13): every slot up to kidx is released.
-            self.backend.commit(self.fd(), kidx, over)?;
+            self.commit(kidx, over)?;
             self.commits += 1;
             self.uidx = kidx;
         }
@@ -198,6 +283,28 @@ mod tests {
         seen.sort_unstable();
         assert_eq!(seen, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
         assert_eq!(q.ring_len(), 4);
+    }
+
+    /// The C path: the same queue, through libkevent's exported functions.
+    #[test]
+    fn ring_round_trip_through_the_c_functions() {
+        let Some(q) = RawQueue::new_c(4) else {
+            return;
+        };
+        let mut q = q.unwrap();
+        let mut evs: Vec<ukevent> = (0..3)
+            .map(|i| ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(i), 0, 0))
+            .collect();
+        assert_eq!(q.ctl(KEVENT_CTL_ADD, &mut evs), Ok(0));
+        for _ in 0..3 {
+            assert_eq!(q.ctl(KEVENT_CTL_READY, &mut evs), Ok(3));
+            assert_eq!(q.wait(3, &FOREVER), Ok(3));
+            assert_eq!(q.consume(|_| ()), Ok(3));
+        }
+        let mut buf = [ukevent::default(); 4];
+        assert_eq!(q.ctl(KEVENT_CTL_READY, &mut evs), Ok(3));
+        assert_eq!(q.get_events(3, &mut buf, &FOREVER), Ok(3));
+        assert_eq!(q.commits, 3);
     }
 
     #[test]
