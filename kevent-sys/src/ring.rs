@@ -28,9 +28,10 @@
 //!
 //! # Index arithmetic and large rings
 //!
-//! Indices are `u32` and lie in `0..n`. Every function here computes in `u64`, so that any
-//! ring size the ABI can name (`2 ..= u32::MAX`) is exact: the obvious `(kidx + n - uidx) % n`
-//! overflows `u32` once `n > 2^31` (decision recorded in `docs/decisions.md`, P24).
+//! Indices are `u32` and lie in `0..n`. No function here forms a sum that can overflow (they
+//! compare before they subtract, or widen to `u64`), so that any ring size the ABI can name
+//! (`2 ..= u32::MAX`) is exact: the obvious `(kidx + n - uidx) % n` overflows `u32` once
+//! `n > 2^31` (decision recorded in `docs/decisions.md`, P24).
 //!
 //! # Safety
 //!
@@ -162,8 +163,16 @@ impl RingView {
 }
 
 /// How many slots are in use on a ring of `n`: `(kidx - uidx) mod n`, for `kidx, uidx < n`.
+///
+/// No division (this runs per event on the producer's path), and no intermediate sum above
+/// `n`, so it is exact for every `n`.
 pub const fn occupancy(n: u32, kidx: u32, uidx: u32) -> u32 {
-    ((kidx as u64 + n as u64 - uidx as u64) % n as u64) as u32
+    if kidx >= uidx {
+        kidx - uidx
+    } else {
+        // kidx < uidx <= n - 1: (n - uidx) + kidx < n.
+        (n - uidx) + kidx
+    }
 }
 
 /// How many slots a producer may still fill (**D12**: one always stays free):
@@ -172,9 +181,17 @@ pub const fn free_slots(n: u32, kidx: u32, uidx: u32) -> u32 {
     n - 1 - occupancy(n, kidx, uidx)
 }
 
-/// Index `i` moved `k` slots forward on a ring of `n`: `(i + k) mod n`.
+/// Index `i` moved `k` slots forward on a ring of `n`: `(i + k) mod n`, for `i < n`.
 pub const fn advance(n: u32, i: u32, k: u32) -> u32 {
-    ((i as u64 + k as u64) % n as u64) as u32
+    let (s, n) = (i as u64 + k as u64, n as u64);
+    // The common steps (k < n) need no division.
+    (if s < n {
+        s
+    } else if s < 2 * n {
+        s - n
+    } else {
+        s % n
+    }) as u32
 }
 
 /// What a commit did (or would do).
@@ -318,11 +335,34 @@ mod tests {
             assert_eq!(free_slots(n, n - 2, n - 1), 0, "n {n}: full (D12)");
             assert_eq!(advance(n, n - 1, 1), 0);
             assert_eq!(advance(n, n - 2, 5), 3);
+            assert_eq!(
+                advance(n, 3, u32::MAX),
+                ((3 + u64::from(u32::MAX)) % u64::from(n)) as u32
+            );
             // Consumer at n - 1, producer at 1: committing 1 releases 2 slots and wraps.
             let c = commit(n, 1, n - 1, 9, 1, 9).unwrap();
             assert_eq!((c.released, c.uidx, c.over), (2, 1, 10), "n {n}");
             // A stale commit stays stale.
             assert_eq!(commit(n, 1, n - 1, 9, n - 2, 9).unwrap().released, 0);
+        }
+    }
+
+    /// The division-free forms agree with modular arithmetic on every small ring.
+    #[test]
+    fn arithmetic_is_modular_arithmetic() {
+        for n in 2u32..=9 {
+            let m = u64::from(n);
+            for a in 0..n {
+                for b in 0..n {
+                    let want = ((u64::from(a) + m - u64::from(b)) % m) as u32;
+                    assert_eq!(occupancy(n, a, b), want, "n {n} kidx {a} uidx {b}");
+                    assert_eq!(free_slots(n, a, b), n - 1 - want);
+                }
+                for k in [0, 1, n - 1, n, n + 1, 3 * n + 2, u32::MAX] {
+                    let want = ((u64::from(a) + u64::from(k)) % m) as u32;
+                    assert_eq!(advance(n, a, k), want, "n {n} i {a} k {k}");
+                }
+            }
         }
     }
 
