@@ -97,7 +97,8 @@
 //!
 //! # fork (D11)
 //!
-//! Signal kevents are never inherited. A `pthread_atfork` triple, registered once:
+//! Signal kevents are never inherited. The engine's fork handlers (`crate::fork`, one
+//! `pthread_atfork` registration for the whole engine) call:
 //!
 //! * *prepare* (parent, before fork) takes the Mutex, so fork waits until no [`watch`] or
 //!   [`unwatch`] is half done: the child sees a consistent registry. A thread that holds the
@@ -161,7 +162,7 @@
 //! # Safety
 //!
 //! Unsafe code here calls libc (`sigaction`, `pthread_sigmask`, `raise`, `write`, `eventfd`,
-//! `dup3`, `close`, `pthread_atfork`, the `sigset_t` functions), always with pointers to live
+//! `dup3`, `close`, the `sigset_t` functions), always with pointers to live
 //! locals or statics, and converts a saved handler address back into a function pointer: that
 //! address was read by `sigaction` from the kernel and is neither `SIG_DFL` nor `SIG_IGN`, so
 //! it is a handler some code of this process installed, with the signature its `SA_SIGINFO`
@@ -175,7 +176,7 @@ use std::ffi::{c_int, c_void};
 use std::os::fd::{IntoRawFd, RawFd};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use kevent_sys::Errno;
 
@@ -405,9 +406,6 @@ static DOORBELL: AtomicI32 = AtomicI32::new(-1);
 /// atfork prepare handler.
 static LOCK: Mutex<()> = Mutex::new(());
 
-/// Result of the one `pthread_atfork` registration (0 or an error number).
-static ATFORK: OnceLock<c_int> = OnceLock::new();
-
 thread_local! {
     /// This thread is inside (or entering) a `LOCK` critical section.
     static IN_CRITICAL: Cell<bool> = const { Cell::new(false) };
@@ -634,24 +632,10 @@ fn ensure_doorbell() -> Result<RawFd, Errno> {
     Ok(fd)
 }
 
-/// Registers the atfork handlers once; `ENOMEM` (or what `pthread_atfork` said) if that failed,
-/// since D11 could not be kept.
+/// Registers the engine's fork handlers once (`crate::fork`); `ENOMEM` (or what
+/// `pthread_atfork` said) if that failed, since D11 could not be kept.
 fn ensure_atfork() -> Result<(), Errno> {
-    let rc = *ATFORK.get_or_init(|| {
-        // SAFETY: the three functions are `extern "C"` functions without arguments that live
-        // as long as the program; `pthread_atfork` only stores their addresses.
-        unsafe {
-            libc::pthread_atfork(
-                Some(atfork_prepare),
-                Some(atfork_parent),
-                Some(atfork_child),
-            )
-        }
-    });
-    match rc {
-        0 => Ok(()),
-        e => Err(Errno::from_raw(e).unwrap_or(Errno::ENOMEM)),
-    }
+    crate::fork::install()
 }
 
 /// Starts reporting deliveries of `signo`; one call per SIGNAL kevent, `nomask` = its
@@ -979,8 +963,9 @@ fn default_action_now(signo: c_int, slot: &Slot) {
     }
 }
 
-/// atfork *prepare*: hold `LOCK` across `fork()` (module documentation, "fork").
-unsafe extern "C" fn atfork_prepare() {
+/// fork *prepare* (`crate::fork`): hold `LOCK` across `fork()` (module documentation,
+/// "fork").
+pub(crate) fn fork_prepare() {
     if IN_CRITICAL.try_with(Cell::get).unwrap_or(true) {
         return;
     }
@@ -992,20 +977,20 @@ unsafe extern "C" fn atfork_prepare() {
     });
 }
 
-/// Drops the guard taken by `atfork_prepare`, if any.
+/// Drops the guard taken by `fork_prepare`, if any.
 fn release_fork_guard() {
     let guard = FORK_GUARD.try_with(|cell| cell.try_borrow_mut().ok().and_then(|mut g| g.take()));
     drop(guard);
 }
 
-/// atfork *parent*: release `LOCK`.
-unsafe extern "C" fn atfork_parent() {
+/// fork *parent*: release `LOCK`.
+pub(crate) fn fork_parent() {
     release_fork_guard();
 }
 
-/// atfork *child*: forget every watch (D11), give the child its own doorbell, release
+/// fork *child*: forget every watch (D11), give the child its own doorbell, release
 /// `LOCK`. Async-signal-safe (module documentation).
-unsafe extern "C" fn atfork_child() {
+pub(crate) fn fork_child() {
     let errno = errno_ptr();
     // SAFETY: this thread's errno location.
     let saved_errno = unsafe { *errno };
