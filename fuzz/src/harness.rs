@@ -1771,17 +1771,9 @@ impl Harness {
         let Some(rs) = &mut self.queues[qi].ring else {
             return;
         };
-        let (k_abs, u_abs, n64) = (rs.k as i128, rs.u as i128, i128::from(n));
-        let mut p = (k_abs / n64) * n64 + i128::from(new_uidx);
-        if p > k_abs {
-            p -= n64;
-        }
-        let released = if p > u_abs {
-            rs.u = p as u64;
-            (p - u_abs) as u32
-        } else {
-            0
-        };
+        let new_u = d13_commit_model(rs.k, rs.u, n, new_uidx);
+        let released = (new_u - rs.u) as u32;
+        rs.u = new_u;
         if r.ret as u32 != released {
             violation!(
                 self,
@@ -2362,6 +2354,21 @@ fn gen_signal_id(s: &mut Src<'_>) -> u64 {
     kevent_id::signal(signo, s.chance(96)).as_u64()
 }
 
+/// The D13 oracle on absolute positions: the consumer position after `kevent_commit(new_uidx)`
+/// on a ring of `n` with producer position `k` and consumer position `u` (`u <= k < u + n`).
+///
+/// `new_uidx` names the one position P with P ≡ new_uidx (mod n) in (k - n, k]; P after `u`
+/// releases `u..P`, P at or before `u` is a stale commit (the position stays `u`). Written from
+/// the spec's words, never from the engine's modular formula (`kevent_sys::ring::commit`).
+fn d13_commit_model(k: u64, u: u64, n: u32, new_uidx: u32) -> u64 {
+    let (k, n, new_uidx) = (i128::from(k), i128::from(n), i128::from(new_uidx));
+    let mut p = (k / n) * n + new_uidx;
+    if p > k {
+        p -= n;
+    }
+    p.max(i128::from(u)) as u64
+}
+
 fn loopback(port: u16) -> libc::sockaddr_in {
     libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
@@ -2510,5 +2517,53 @@ pub fn cleanup() {
     let guard = GLOBAL.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(g) = guard.as_ref() {
         let _ = std::fs::remove_dir_all(&g.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every state of small rings: the oracle and the engine's formula agree (released count,
+    /// consumer index, ring_over).
+    #[test]
+    fn d13_oracle_agrees_with_the_engine_on_small_rings() {
+        for n in 2u32..=7 {
+            let n64 = u64::from(n);
+            for u in 0..3 * n64 {
+                for k in u..u + n64 {
+                    for new_uidx in 0..n {
+                        let new_u = d13_commit_model(k, u, n, new_uidx);
+                        let over = (u / n64) as u32;
+                        let c = kevent_sys::ring::commit(
+                            n,
+                            (k % n64) as u32,
+                            (u % n64) as u32,
+                            over,
+                            new_uidx,
+                            over,
+                        )
+                        .unwrap();
+                        let what = format!("n {n} k {k} u {u} new_uidx {new_uidx}");
+                        assert_eq!(u64::from(c.released), new_u - u, "{what}");
+                        assert_eq!(u64::from(c.uidx), new_u % n64, "{what}");
+                        assert_eq!(c.over, (new_u / n64) as u32, "{what}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The oracle is independent of the formula it checks: an off-by-one in the formula's
+    /// wrap test (`uidx + released > n`, so a commit that ends exactly at the end of the array
+    /// does not increment `ring_over`) disagrees with the oracle's `ring_over`, `U / n`.
+    #[test]
+    fn d13_oracle_catches_an_off_by_one_wrap() {
+        let (n, k, u, new_uidx) = (4u32, 4u64, 3u64, 0u32);
+        let new_u = d13_commit_model(k, u, n, new_uidx);
+        let (uidx, released, over) = (3u32, (new_u - u) as u32, 0u32);
+        let wrong_over = if uidx + released > n { over + 1 } else { over };
+        assert_eq!(new_u, 4);
+        assert_ne!(wrong_over, (new_u / u64::from(n)) as u32);
     }
 }
