@@ -31,7 +31,7 @@
 //! Indices are `u32` and lie in `0..n`. No function here forms a sum that can overflow (they
 //! compare before they subtract, or widen to `u64`), so that any ring size the ABI can name
 //! (`2 ..= u32::MAX`) is exact: the obvious `(kidx + n - uidx) % n` overflows `u32` once
-//! `n > 2^31` (decision recorded in `docs/decisions.md`, P24).
+//! `n > 2^31` (decision recorded in `docs/decisions.md`, P26).
 //!
 //! # Safety
 //!
@@ -323,10 +323,10 @@ mod tests {
         assert_eq!(commit(4, 0, 0, 0, 4, 0), Err(Errno::EINVAL));
     }
 
-    /// P24: rings above 2^31 slots. The u32 formula `(kidx + n - uidx) % n` wraps there and
+    /// P26: rings above 2^31 slots. The u32 formula `(kidx + n - uidx) % n` wraps there and
     /// gives a wrong occupancy; the u64 arithmetic is exact up to `n = u32::MAX`.
     #[test]
-    fn p24_arithmetic_is_exact_above_2_pow_31() {
+    fn p26_arithmetic_is_exact_above_2_pow_31() {
         for n in [(1u32 << 31) + 1, u32::MAX - 1, u32::MAX] {
             let (kidx, uidx) = (n - 1, n - 3);
             assert_eq!(occupancy(n, kidx, uidx), 2, "n {n}");
