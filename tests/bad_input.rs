@@ -4,8 +4,9 @@
 //! usable afterwards (an UNOTIFY kevent still goes through it exactly once).
 //!
 //! NULL pointers and counts larger than the buffer cannot be expressed through
-//! `RawBackend`'s slices; the D15 tests reach them through the C library's
-//! `kevent_get_events` body on each backend (`get_events_on`), the C library's tests
+//! `Backend`'s slices; the D15 tests reach them through the C-memory entry point the C
+//! library's `kevent_get_events` calls (`kevent_backend::user::get_events`, here
+//! `get_events_on`) on each backend; the C library's tests
 //! (`tests/c_*.rs`) cover the rest.
 #![allow(unsafe_code)]
 
@@ -16,13 +17,13 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use common::*;
-use kevent_c::capi::calls::get_events_on;
+use kevent_backend::user::get_events as get_events_on;
 
 /// An fd number that is not open in any test process.
 const CLOSED_FD: i32 = 999_983;
 
 /// Every call of the ABI on `fd`, each with otherwise valid arguments.
-fn every_call(b: RawBackend, fd: i32) -> Vec<(&'static str, Result<u32, Errno>)> {
+fn every_call(b: Backend, fd: i32) -> Vec<(&'static str, Result<u32, Errno>)> {
     let mut e = [user(1, 0)];
     let mut buf = [ukevent::default(); 4];
     vec![
@@ -43,7 +44,7 @@ fn every_call(b: RawBackend, fd: i32) -> Vec<(&'static str, Result<u32, Errno>)>
 }
 
 #[track_caller]
-fn expect_all(b: RawBackend, fd: i32, errno: Errno, what: &str) {
+fn expect_all(b: Backend, fd: i32, errno: Errno, what: &str) {
     let start = Instant::now();
     for (call, r) in every_call(b, fd) {
         assert_eq!(r, Err(errno), "{call} on {what} (fd {fd})");

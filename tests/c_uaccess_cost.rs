@@ -10,7 +10,7 @@
 use std::ptr;
 use std::time::Instant;
 
-use kevent::backend::RawBackend;
+use kevent_backend::Backend;
 use kevent_c::capi::calls;
 use kevent_sys::{
     KEVENT_CTL_ADD, KEVENT_CTL_READY, KEVENT_CTL_REMOVE, KEVENT_UNOTIFY, kevent_id, kevent_ring,
@@ -48,14 +48,14 @@ fn row(what: &str, c: f64, rust: f64) {
 #[test]
 #[ignore = "a measurement; prints ns per call"]
 fn uaccess_cost_per_call() {
-    if !RawBackend::current().is_ok_and(|b| b == RawBackend::Fallback) {
+    if !Backend::current().is_ok_and(|b| b == Backend::Fallback) {
         println!("skipped: the C API uses the native backend here (nothing is copied)");
         return;
     }
-    let b = RawBackend::fallback();
+    let b = Backend::fallback();
     let iters = 100_000;
     // SAFETY: no ring.
-    let fd = unsafe { b.init(ptr::null_mut(), 0, 0) }.expect("kevent_init");
+    let fd = unsafe { kevent_backend::init(b, ptr::null_mut(), 0, 0) }.expect("kevent_init");
     let mut reg: Vec<ukevent> = (0..64).map(unotify).collect();
     assert_eq!(b.ctl(fd, KEVENT_CTL_ADD, &mut reg), Ok(0));
     let mut out = vec![unotify(0); 64];
@@ -125,7 +125,7 @@ fn uaccess_cost_per_call() {
     let ring: *mut kevent_ring = mem.as_mut_ptr().cast();
     // SAFETY: `mem` outlives the queue (closed below) and is not otherwise accessed meanwhile
     // except through `ring`'s header fields, read only.
-    let fd = unsafe { b.init(ring, N, 0) }.expect("kevent_init with ring");
+    let fd = unsafe { kevent_backend::init(b, ring, N, 0) }.expect("kevent_init with ring");
     assert_eq!(b.ctl(fd, KEVENT_CTL_ADD, &mut reg[..1]), Ok(0));
     let mut mark = [unotify(0)];
     let mut uidx = 0;
@@ -178,10 +178,7 @@ const N_WATCHED: usize = 1000;
 const MAX_A: usize = 128;
 const RING: u32 = 1024;
 
-const FOREVER: libc::timespec = libc::timespec {
-    tv_sec: 1 << 40,
-    tv_nsec: 0,
-};
+use kevent_sys::FOREVER;
 
 /// Pins the calling thread to the last CPU (as kevent-bench does), if it can.
 fn pin_last_cpu() {
@@ -266,7 +263,7 @@ struct Poller {
 
 impl Poller {
     fn new(mech: Mech, pairs: &Pairs) -> Poller {
-        let b = RawBackend::fallback();
+        let b = Backend::fallback();
         let mut ring = Vec::new();
         let fd = match mech {
             Mech::Epoll => {
@@ -289,10 +286,11 @@ impl Poller {
                     ring = vec![0u64; kevent_sys::ring_bytes(RING).expect("size") / 8];
                     // SAFETY: `ring` lives in this Poller, which closes the fd before dropping
                     // it (Drop below).
-                    unsafe { b.init(ring.as_mut_ptr().cast(), RING, 0) }.expect("init")
+                    unsafe { kevent_backend::init(b, ring.as_mut_ptr().cast(), RING, 0) }
+                        .expect("init")
                 } else {
                     // SAFETY: no ring.
-                    unsafe { b.init(ptr::null_mut(), 0, 0) }.expect("init")
+                    unsafe { kevent_backend::init(b, ptr::null_mut(), 0, 0) }.expect("init")
                 };
                 let mut adds: Vec<ukevent> = pairs
                     .fds
@@ -329,7 +327,7 @@ impl Poller {
             pairs.activate(i);
         }
         let a = active.len();
-        let b = RawBackend::fallback();
+        let b = Backend::fallback();
         match self.mech {
             Mech::Epoll => {
                 let mut got = 0;
@@ -440,7 +438,7 @@ fn median(v: &mut [f64]) -> f64 {
 #[test]
 #[ignore = "a measurement; prints µs per round and ratios"]
 fn c_poller_vs_rust_and_epoll() {
-    if !RawBackend::current().is_ok_and(|b| b == RawBackend::Fallback) {
+    if !Backend::current().is_ok_and(|b| b == Backend::Fallback) {
         println!("skipped: the C API uses the native backend here (nothing is copied)");
         return;
     }
@@ -520,14 +518,14 @@ fn c_poller_vs_rust_and_epoll() {
 #[test]
 #[ignore = "a measurement; prints ns per ADD+REMOVE and the ratio"]
 fn c_ctl_add_remove_vs_rust() {
-    if !RawBackend::current().is_ok_and(|b| b == RawBackend::Fallback) {
+    if !Backend::current().is_ok_and(|b| b == Backend::Fallback) {
         println!("skipped: the C API uses the native backend here (nothing is copied)");
         return;
     }
     pin_last_cpu();
-    let b = RawBackend::fallback();
+    let b = Backend::fallback();
     // SAFETY: no ring.
-    let fd = unsafe { b.init(ptr::null_mut(), 0, 0) }.expect("kevent_init");
+    let fd = unsafe { kevent_backend::init(b, ptr::null_mut(), 0, 0) }.expect("kevent_init");
     let mut one = [unotify(1000)];
     let mut c_once = || {
         one[0] = unotify(1000);

@@ -57,7 +57,7 @@ fn check_old(events: &[ukevent]) {
 /// One D10 scenario: `make` creates (watched end, other end) of the fd kind; `ready` makes
 /// the watched end ready through the other end; `ev` builds the kevent.
 fn scenario(
-    b: RawBackend,
+    b: Backend,
     make: fn() -> (OwnedFd, OwnedFd),
     ready: fn(&OwnedFd, &OwnedFd),
     ev: fn(i32) -> ukevent,

@@ -34,7 +34,7 @@ fn install_handler(signo: c_int) {
 }
 
 /// What the forked child checks; bit `i` of the exit code is set when check `i` failed.
-fn in_child(b: RawBackend, fd: i32) -> i32 {
+fn in_child(b: Backend, fd: i32) -> i32 {
     let mut fail = 0;
     let mut check = |i: u32, ok: bool| {
         if !ok {
@@ -68,7 +68,7 @@ fn in_child(b: RawBackend, fd: i32) -> i32 {
     check(9, HANDLED.load(Ordering::SeqCst) == 1);
     // The child's own new queues work.
     // SAFETY: a null ring with num 0 registers no memory.
-    match unsafe { b.init(std::ptr::null_mut(), 0, 0) } {
+    match unsafe { kevent_backend::init(b, std::ptr::null_mut(), 0, 0) } {
         Ok(nq) => {
             let mut e = [user(5, KEVENT_REQ_READY)];
             check(10, b.ctl(nq, KEVENT_CTL_ADD, &mut e) == Ok(0));

@@ -28,7 +28,7 @@ enum Via {
 const VIAS: [Via; 2] = [Via::GetEvents, Via::Ring];
 
 /// A queue for `via` (with a ring of 16 for [`Via::Ring`]).
-fn queue(b: RawBackend, via: Via) -> Queue {
+fn queue(b: Backend, via: Via) -> Queue {
     match via {
         Via::GetEvents => Queue::new(b),
         Via::Ring => Queue::with_ring(b, 16),

@@ -88,7 +88,7 @@ isolated_test! {
         let entries = [user(1, 0), t, ino, sock, user(2, 0)];
         let hog = exhaust_fds();
         // SAFETY: a null ring with num 0 registers no memory.
-        let r = unsafe { b.init(std::ptr::null_mut(), 0, 0) };
+        let r = unsafe { kevent_backend::init(b, std::ptr::null_mut(), 0, 0) };
         assert_eq!(r, Err(Errno::EMFILE), "kevent_init at the fd limit");
         let back = q.add(&entries);
         for e in &back {

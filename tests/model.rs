@@ -1,7 +1,7 @@
 //! Model-based testing: a pure-Rust reference model of one queue (registry keyed by
 //! `(type, id)`, ready marks, the ring's producer/consumer positions) and randomized operation
 //! sequences (ADD, REMOVE, MODIFY, READY, READY(0), get_events, wait, commit, poll) run
-//! against the engine through `RawBackend`, every result checked against the model. A
+//! against the engine through `Backend`, every result checked against the model. A
 //! failing sequence is shrunk (chunks, then single operations, then smaller operations) to a
 //! minimal one, printed with its seed.
 //!
@@ -631,7 +631,7 @@ fn step(q: &Queue, m: &mut Model, op: &Op) -> Result<(), String> {
 }
 
 /// Runs a whole sequence on a fresh queue; `Err((index, why))` at the first disagreement.
-fn run(b: RawBackend, ring: Option<u32>, ops: &[Op]) -> Result<(), (usize, String)> {
+fn run(b: Backend, ring: Option<u32>, ops: &[Op]) -> Result<(), (usize, String)> {
     let q = match ring {
         Some(n) => Queue::with_ring(b, n),
         None => Queue::new(b),
@@ -800,7 +800,7 @@ fn base_seed() -> u64 {
 
 /// Runs `cases()` random sequences; on a failure, shrinks it and panics with the minimal
 /// sequence and its seed.
-fn explore(b: RawBackend, test: &str, with_ring: bool) {
+fn explore(b: Backend, test: &str, with_ring: bool) {
     let base = base_seed() ^ if with_ring { 0x1111 } else { 0x2222 };
     // KEVENT_MODEL_REPLAY=<seed>: replay the one case a failure printed.
     let replay: Option<u64> = std::env::var("KEVENT_MODEL_REPLAY").ok().map(|v| {
@@ -831,7 +831,7 @@ fn explore(b: RawBackend, test: &str, with_ring: bool) {
     eprintln!(
         "[{test}] {} backend: {n_cases} random sequences, {ops_total} operations, seeds {base:#x}..{:#x}, \
          all agree with the model ({:?})",
-        b.kind().as_str(),
+        b.as_str(),
         base.wrapping_add(n_cases),
         start.elapsed()
     );

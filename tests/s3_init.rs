@@ -38,7 +38,7 @@ backend_test! {
         ] {
             // SAFETY: every call must fail before registering anything; `mem` (512 bytes)
             // covers a ring of up to 12 entries anyway and outlives every queue made here.
-            let r = unsafe { b.init(rp, n, 0) };
+            let r = unsafe { kevent_backend::init(b, rp, n, 0) };
             if let Ok(fd) = r {
                 close(fd);
             }
@@ -60,7 +60,7 @@ backend_test! {
             for (r, n) in [(std::ptr::null_mut(), 0), (ring, 4)] {
                 // SAFETY: `mem` holds a ring of 4 entries (168 bytes) and outlives the queue,
                 // which is closed at once if it is (wrongly) created.
-                let res = unsafe { b.init(r, n, 1 << bit) };
+                let res = unsafe { kevent_backend::init(b, r, n, 1 << bit) };
                 if let Ok(fd) = res {
                     close(fd);
                 }
@@ -68,7 +68,7 @@ backend_test! {
             }
         }
         // SAFETY: as above.
-        let res = unsafe { b.init(std::ptr::null_mut(), 0, u32::MAX) };
+        let res = unsafe { kevent_backend::init(b, std::ptr::null_mut(), 0, u32::MAX) };
         assert_eq!(res, Err(Errno::EINVAL));
     }
 

@@ -342,8 +342,8 @@ backend_test! {
                             // Claim one produced, unclaimed position.
                             let p = {
                                 let mut bk = book.lock().unwrap();
-                                let kidx = q.kidx() as u64;
-                                let avail = (kidx + n as u64 - bk.next_abs % n as u64) % n as u64;
+                                let next = (bk.next_abs % n as u64) as u32;
+                                let avail = kevent_sys::ring::occupancy(n, q.kidx(), next);
                                 if avail == 0 {
                                     break;
                                 }

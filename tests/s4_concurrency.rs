@@ -22,7 +22,7 @@ const EVENTS_SMALL: u64 = if RELEASE { 1_000_000 } else { 100_000 };
 /// Moves `events` ONESHOT UNOTIFY events through `waiters` threads while `readiers` threads
 /// mark them ready, and checks that each id arrives exactly once.
 fn move_events(
-    b: RawBackend,
+    b: Backend,
     events: u64,
     waiters: usize,
     readiers: u64,
@@ -127,7 +127,7 @@ fn move_events(
         "{} backend, {} build: {events} ONESHOT UNOTIFY events, {waiters} waiters, {readiers} \
          readiers, batch {batch}: registered in {registered:?}, moved in {moved:?} \
          ({calls} get_events calls, {:.0} events/s); every id exactly once",
-        b.kind().as_str(),
+        b.as_str(),
         if RELEASE { "release" } else { "debug" },
         events as f64 / moved.as_secs_f64()
     );

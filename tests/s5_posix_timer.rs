@@ -11,7 +11,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use common::*;
-use kevent::backend::PosixTimerId;
+use kevent_backend::PosixTimerId;
 
 /// A `SIGEV_KEVENT` sigevent for queue `fd` carrying `cookie` as `sival_ptr`.
 fn sigevent(fd: i32, cookie: usize) -> libc::sigevent {
@@ -33,7 +33,7 @@ fn itimer(value: Duration, interval: Duration) -> libc::itimerspec {
     }
 }
 
-fn create(b: RawBackend, q: &Queue, cookie: usize) -> PosixTimerId {
+fn create(b: Backend, q: &Queue, cookie: usize) -> PosixTimerId {
     b.timer_create(libc::CLOCK_MONOTONIC, &sigevent(q.fd, cookie))
         .expect("timer_create(SIGEV_KEVENT)")
 }

@@ -1,4 +1,4 @@
-//! Spec section 6, backend detection, through the public API (`RawBackend`, `Detector`):
+//! Spec section 6, backend detection, through the public API (`Backend`, `Detector`):
 //! native only when the kernel advertises kevent *and* the probe succeeds; `KEVENT_BACKEND`
 //! = `auto`/`native`/`fallback` (anything else an error); the choice made once per process
 //! and readable. That no unadvertised syscall number is ever called is proved under a
@@ -51,23 +51,18 @@ fn advertise(tag: &str, abi: Option<&str>, syscalls: Option<&str>) -> std::path:
 
 #[test]
 fn s6_choice_is_made_once_and_can_be_read_back() {
-    let a = RawBackend::current();
-    let b = RawBackend::current();
+    let a = Backend::current();
+    let b = Backend::current();
     match (a, b) {
         (Ok(a), Ok(b)) => {
             assert_eq!(a, b);
-            let expect = if kevent_kernel()
-                && std::env::var("KEVENT_BACKEND").as_deref() != Ok("fallback")
-            {
-                Backend::Native
-            } else {
-                Backend::Fallback
-            };
+            let expect_native =
+                kevent_kernel() && std::env::var("KEVENT_BACKEND").as_deref() != Ok("fallback");
             // On a kevent kernel whose probe fails, auto falls back: only check fallback.
-            if expect == Backend::Fallback {
-                assert_eq!(a.kind(), Backend::Fallback);
+            if !expect_native {
+                assert_eq!(a, Backend::Fallback);
             }
-            assert_eq!(a.kind().as_str(), a.kind().to_string());
+            assert_eq!(a.as_str(), a.to_string());
         }
         (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
         (a, b) => panic!("current() changed its answer: {a:?} then {b:?}"),
@@ -80,10 +75,10 @@ fn s6_kevent_backend_fallback_selects_the_fallback() {
         "s6_kevent_backend_fallback_selects_the_fallback",
         "fallback",
         || {
-            assert_eq!(RawBackend::current().unwrap(), RawBackend::fallback());
-            let e = RawBackend::native().expect_err("native disabled");
+            assert_eq!(Backend::current().unwrap(), Backend::fallback());
+            let e = Backend::native().expect_err("native disabled");
             assert!(matches!(e.reason(), Unavailable::Disabled), "{e}");
-            let q = Queue::new(RawBackend::current().unwrap());
+            let q = Queue::new(Backend::current().unwrap());
             assert_usable(&q);
         },
     );
@@ -96,10 +91,10 @@ fn s6_kevent_backend_auto_and_empty_are_the_default() {
         ("s6_kevent_backend_auto_and_empty_are_the_default", ""),
     ] {
         with_backend_env(name, v, || {
-            let b = RawBackend::current().expect("auto never fails");
+            let b = Backend::current().expect("auto never fails");
             if !kevent_kernel() {
-                assert_eq!(b, RawBackend::fallback());
-                assert!(RawBackend::native().is_err());
+                assert_eq!(b, Backend::fallback());
+                assert!(Backend::native().is_err());
             }
             assert_usable(&Queue::new(b));
         });
@@ -114,13 +109,13 @@ fn s6_kevent_backend_native_without_a_kevent_kernel_is_a_clear_error() {
     with_backend_env(
         "s6_kevent_backend_native_without_a_kevent_kernel_is_a_clear_error",
         "native",
-        || match RawBackend::current() {
+        || match Backend::current() {
             Ok(b) => {
                 assert!(
                     kevent_kernel(),
                     "native selected on a kernel that does not advertise kevent"
                 );
-                assert_eq!(b.kind(), Backend::Native);
+                assert!(b.is_native(), "{b:?}");
             }
             Err(e) => {
                 assert!(
@@ -128,7 +123,7 @@ fn s6_kevent_backend_native_without_a_kevent_kernel_is_a_clear_error() {
                 );
                 let s = e.to_string();
                 assert!(s.contains("kevent"), "unclear error: {s}");
-                assert!(RawBackend::native().is_err());
+                assert!(Backend::native().is_err());
             }
         },
     );
@@ -140,13 +135,13 @@ fn s6_kevent_backend_invalid_value_is_an_error() {
         "s6_kevent_backend_invalid_value_is_an_error",
         "Native",
         || {
-            let e = RawBackend::current().expect_err("an invalid KEVENT_BACKEND");
+            let e = Backend::current().expect_err("an invalid KEVENT_BACKEND");
             assert!(
                 matches!(e.reason(), Unavailable::InvalidSelection { value } if value == "Native"),
                 "{e}"
             );
             // The fallback stays usable explicitly.
-            assert_usable(&Queue::new(RawBackend::fallback()));
+            assert_usable(&Queue::new(Backend::fallback()));
         },
     );
 }
@@ -156,7 +151,7 @@ fn s6_native_only_when_the_kernel_advertises_kevent() {
     // No directory: not advertised; auto falls back, native is an error.
     let none = Detector::new().sysfs_root("/nonexistent/kevent");
     let d = none.clone().selection(Selection::Auto).run().unwrap();
-    assert_eq!(d.backend, Backend::Fallback);
+    assert!(!d.is_native());
     assert!(d.syscalls.is_none());
     assert!(matches!(
         d.unavailable,
@@ -198,7 +193,7 @@ fn s6_native_only_when_the_kernel_advertises_kevent() {
             .selection(Selection::Auto)
             .run()
             .unwrap();
-        assert_eq!(d.backend, Backend::Fallback, "{tag}");
+        assert!(!d.is_native(), "{tag}");
         assert!(
             !matches!(
                 d.unavailable,
@@ -228,7 +223,7 @@ fn s6_probe_enosys_means_not_available() {
         .selection(Selection::Auto)
         .run()
         .unwrap();
-    assert_eq!(d.backend, Backend::Fallback);
+    assert!(!d.is_native());
     assert!(
         matches!(d.unavailable, Some(Unavailable::ProbeNoSys { nr: 1000 })),
         "{:?}",
@@ -288,7 +283,7 @@ isolated_test! {
                 .selection(Selection::Auto)
                 .run()
                 .unwrap();
-            assert_eq!(d.backend, Backend::Fallback);
+            assert!(!d.is_native());
             assert!(
                 matches!(d.unavailable, Some(Unavailable::ProbeDenied { nr: 1000 })),
                 "{:?}",

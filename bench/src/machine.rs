@@ -3,7 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use kevent::backend::RawBackend;
+use kevent_backend::Backend;
 
 use crate::json::Json;
 use crate::os;
@@ -28,7 +28,7 @@ pub struct Machine {
     /// UTC date and time of the run, `YYYY-MM-DD HH:MM UTC`.
     pub date: String,
     /// The kevent backends measured, and why native is missing if it is.
-    pub backends: Vec<RawBackend>,
+    pub backends: Vec<Backend>,
     /// Why the native backend is not measured (`None` when it is).
     pub native_unavailable: Option<String>,
 }
@@ -57,8 +57,8 @@ impl Machine {
                 .map(|s| s.trim().to_owned())
                 .unwrap_or_else(|_| "?".to_owned())
         };
-        let mut backends = vec![RawBackend::fallback()];
-        let native_unavailable = match RawBackend::native() {
+        let mut backends = vec![Backend::fallback()];
+        let native_unavailable = match Backend::native() {
             Ok(n) => {
                 backends.push(n);
                 None
@@ -81,7 +81,7 @@ impl Machine {
 
     /// The Markdown header lines.
     pub fn markdown(&self) -> String {
-        let names: Vec<&str> = self.backends.iter().map(|b| b.kind().as_str()).collect();
+        let names: Vec<&str> = self.backends.iter().map(|b| b.as_str()).collect();
         let mut s = format!(
             "* Machine: {} × {} (cpuinfo), `nproc` {}, {} MiB RAM, Linux {}\n\
              * Date: {}\n\
@@ -118,7 +118,7 @@ impl Machine {
             ("date", Json::from(self.date.as_str())),
             (
                 "backends",
-                Json::arr(self.backends.iter().map(|b| Json::from(b.kind().as_str()))),
+                Json::arr(self.backends.iter().map(|b| Json::from(b.as_str()))),
             ),
             (
                 "native_unavailable",
@@ -179,7 +179,7 @@ mod tests {
     fn probe_finds_the_fallback() {
         let m = Machine::probe();
         assert!(m.nproc >= 1);
-        assert_eq!(m.backends[0], RawBackend::fallback());
+        assert_eq!(m.backends[0], Backend::fallback());
         assert!(m.markdown().contains("kevent backends measured: fallback"));
     }
 }

@@ -342,7 +342,7 @@ fn summary_md(
         machine
             .backends
             .iter()
-            .map(|b| b.kind().as_str())
+            .map(|b| b.as_str())
             .collect::<Vec<_>>()
             .join(", "),
     );

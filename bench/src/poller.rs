@@ -6,7 +6,10 @@
 //! (level-triggered), and for each available kevent backend: `kevent_get_events` and the
 //! ring (`kevent_wait`, read the entries published before `ring_kidx`, `kevent_commit`),
 //! once committing after every wait and once committing when half the ring (512 of 1024
-//! slots) has been read, the batching the ring allows.
+//! slots) has been read, the batching the ring allows. The same two calls also go through
+//! the C library's exported functions (`kevent_get_events`; the ring with a commit per wait)
+//! on the process's backend: what a C program gets, reported beside the Rust rows with their
+//! C ÷ Rust ratios (issue 11).
 //!
 //! # Transports
 //!
@@ -37,7 +40,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use kevent::backend::RawBackend;
+use kevent_backend::Backend;
 use kevent_sys::{KEVENT_CTL_ADD, KEVENT_SOCKET, KEVENT_SOCKET_RECV, kevent_id, ukevent};
 
 use crate::json::Json;
@@ -190,35 +193,58 @@ enum Mech {
     /// `kevent_wait` + ring + `kevent_commit` on backend `.0`; `.1`: commits deferred until
     /// half the ring is read.
     KeventRing(usize, bool),
+    /// `kevent_get_events` through libkevent's exported C function, on the process's
+    /// backend (`.0`, its index among the machine's backends).
+    CGet(usize),
+    /// The ring through libkevent's exported C functions, a commit per wait, on the process's
+    /// backend `.0`.
+    CRing(usize),
 }
 
 impl Mech {
-    fn name(self, backends: &[RawBackend]) -> String {
+    fn name(self, backends: &[Backend]) -> String {
         match self {
             Mech::Select => "select".into(),
             Mech::Poll => "poll".into(),
             Mech::Epoll => "epoll".into(),
-            Mech::KeventGet(b) => format!("kevent get_events ({})", backends[b].kind().as_str()),
+            Mech::KeventGet(b) => format!("kevent get_events ({})", backends[b].as_str()),
             Mech::KeventRing(b, false) => {
-                format!("kevent ring ({})", backends[b].kind().as_str())
+                format!("kevent ring ({})", backends[b].as_str())
             }
-            Mech::KeventRing(b, true) => format!(
-                "kevent ring, batched commit ({})",
-                backends[b].kind().as_str()
-            ),
+            Mech::KeventRing(b, true) => {
+                format!("kevent ring, batched commit ({})", backends[b].as_str())
+            }
+            Mech::CGet(b) => format!("C kevent_get_events ({})", backends[b].as_str()),
+            Mech::CRing(b) => format!("C kevent ring ({})", backends[b].as_str()),
         }
     }
 
-    fn key(self, backends: &[RawBackend]) -> String {
+    /// The Rust row a C row is compared with (the same calls through the Rust dispatch).
+    fn rust_twin(self) -> Option<Mech> {
+        match self {
+            Mech::CGet(b) => Some(Mech::KeventGet(b)),
+            Mech::CRing(b) => Some(Mech::KeventRing(b, false)),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a kevent row (compared with epoll).
+    fn is_kevent(self) -> bool {
+        !matches!(self, Mech::Select | Mech::Poll | Mech::Epoll)
+    }
+
+    fn key(self, backends: &[Backend]) -> String {
         match self {
             Mech::Select => "select".into(),
             Mech::Poll => "poll".into(),
             Mech::Epoll => "epoll".into(),
-            Mech::KeventGet(b) => format!("kevent_get_events_{}", backends[b].kind().as_str()),
-            Mech::KeventRing(b, false) => format!("kevent_ring_{}", backends[b].kind().as_str()),
+            Mech::KeventGet(b) => format!("kevent_get_events_{}", backends[b].as_str()),
+            Mech::KeventRing(b, false) => format!("kevent_ring_{}", backends[b].as_str()),
             Mech::KeventRing(b, true) => {
-                format!("kevent_ring_batched_commit_{}", backends[b].kind().as_str())
+                format!("kevent_ring_batched_commit_{}", backends[b].as_str())
             }
+            Mech::CGet(b) => format!("c_kevent_get_events_{}", backends[b].as_str()),
+            Mech::CRing(b) => format!("c_kevent_ring_{}", backends[b].as_str()),
         }
     }
 }
@@ -248,7 +274,7 @@ enum Poller {
 const MAX_A: usize = 256;
 
 impl Poller {
-    fn build(m: Mech, s: &Sockets, backends: &[RawBackend]) -> Poller {
+    fn build(m: Mech, s: &Sockets, backends: &[Backend]) -> Poller {
         match m {
             Mech::Select => {
                 // SAFETY: fd_set is a plain bit array; zeroes are the empty set.
@@ -293,13 +319,18 @@ impl Poller {
                     buf: vec![libc::epoll_event { events: 0, u64: 0 }; MAX_A],
                 }
             }
-            Mech::KeventGet(b) | Mech::KeventRing(b, _) => {
-                let ring = if matches!(m, Mech::KeventRing(..)) {
+            Mech::KeventGet(b) | Mech::KeventRing(b, _) | Mech::CGet(b) | Mech::CRing(b) => {
+                let ring = if matches!(m, Mech::KeventRing(..) | Mech::CRing(_)) {
                     1024
                 } else {
                     0
                 };
-                let q = RawQueue::new(backends[b], ring).expect("kevent_init");
+                let q = match m {
+                    Mech::CGet(_) | Mech::CRing(_) => RawQueue::new_c(ring)
+                        .expect("the process has a backend")
+                        .expect("kevent_init (C)"),
+                    _ => RawQueue::new(backends[b], ring).expect("kevent_init"),
+                };
                 let mut adds: Vec<ukevent> = s
                     .watched
                     .iter()
@@ -440,6 +471,14 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
         mechs.push(Mech::KeventRing(b, false));
         mechs.push(Mech::KeventRing(b, true));
     }
+    // The C library runs on the process's backend only.
+    if let Some(b) = Backend::current()
+        .ok()
+        .and_then(|p| backends.iter().position(|&b| b == p))
+    {
+        mechs.push(Mech::CGet(b));
+        mechs.push(Mech::CRing(b));
+    }
     // (mech, n, a) -> per-block µs/round
     let mut samples: BTreeMap<(Mech, usize, usize), Vec<f64>> = BTreeMap::new();
     let mut skipped: BTreeMap<usize, String> = BTreeMap::new();
@@ -552,7 +591,7 @@ fn paired_ratio(
 fn report(
     cfg: &Config,
     mechs: &[Mech],
-    backends: &[RawBackend],
+    backends: &[Backend],
     samples: &BTreeMap<(Mech, usize, usize), Vec<f64>>,
     skipped: &BTreeMap<usize, String>,
     select_skipped: &BTreeMap<usize, String>,
@@ -619,6 +658,12 @@ fn report(
                         if let Some(r) = paired_ratio(samples, (m, n, a), (Mech::Epoll, n, a)) {
                             cell.push("paired_ratio_over_epoll", r.json());
                         }
+                        if let Some(r) = m
+                            .rust_twin()
+                            .and_then(|t| paired_ratio(samples, (m, n, a), (t, n, a)))
+                        {
+                            cell.push("paired_ratio_over_rust", r.json());
+                        }
                         json_cells.push(cell);
                         s.cell(2)
                     }
@@ -647,7 +692,7 @@ fn report(
             }
         }
         for &m in mechs {
-            if !matches!(m, Mech::KeventGet(_) | Mech::KeventRing(..)) {
+            if !m.is_kevent() {
                 continue;
             }
             let mut row = format!("| {} ÷ epoll |", m.name(backends));
@@ -655,6 +700,18 @@ fn report(
                 // Each repetition timed one block of each mechanism close together: the
                 // median of the per-repetition ratios cancels what drifts between them.
                 let r = paired_ratio(samples, (m, n, a), (Mech::Epoll, n, a))
+                    .map_or("–".to_owned(), |r| r.ratio_cell());
+                let _ = write!(row, " {r} |");
+            }
+            let _ = writeln!(md, "{row} |");
+        }
+        for &m in mechs {
+            let Some(twin) = m.rust_twin() else {
+                continue;
+            };
+            let mut row = format!("| {} ÷ {} |", m.name(backends), twin.name(backends));
+            for &n in &cfg.ns {
+                let r = paired_ratio(samples, (m, n, a), (twin, n, a))
                     .map_or("–".to_owned(), |r| r.ratio_cell());
                 let _ = write!(row, " {r} |");
             }
@@ -712,14 +769,17 @@ fn report(
 fn summary(
     cfg: &Config,
     mechs: &[Mech],
-    backends: &[RawBackend],
+    backends: &[Backend],
     samples: &BTreeMap<(Mech, usize, usize), Vec<f64>>,
     measured: &[usize],
 ) -> Vec<SummaryRow> {
     let mut rows = vec![];
     for &m in mechs {
-        if !matches!(m, Mech::KeventGet(_) | Mech::KeventRing(..)) {
+        if !m.is_kevent() {
             continue;
+        }
+        if let Some(twin) = m.rust_twin() {
+            rows.extend(c_over_rust(cfg, m, twin, backends, samples, measured));
         }
         let cells: Vec<(usize, usize, Interval)> = measured
             .iter()
@@ -782,13 +842,54 @@ fn summary(
     rows
 }
 
+/// The headline row of a C mechanism: C ÷ its Rust twin over every cell (issue 11's target:
+/// ≤ 1.05 at every A).
+fn c_over_rust(
+    cfg: &Config,
+    m: Mech,
+    twin: Mech,
+    backends: &[Backend],
+    samples: &BTreeMap<(Mech, usize, usize), Vec<f64>>,
+    measured: &[usize],
+) -> Option<SummaryRow> {
+    let cells: Vec<(usize, usize, Interval)> = measured
+        .iter()
+        .flat_map(|&n| cfg.actives.iter().map(move |&a| (n, a)))
+        .filter_map(|(n, a)| paired_ratio(samples, (m, n, a), (twin, n, a)).map(|i| (n, a, i)))
+        .collect();
+    let (wn, wa, worst) = cells
+        .iter()
+        .copied()
+        .max_by(|x, y| x.2.median.total_cmp(&y.2.median))?;
+    let lo = cells
+        .iter()
+        .map(|c| c.2.median)
+        .fold(f64::INFINITY, f64::min);
+    let all: Vec<Interval> = cells.iter().map(|c| c.2).collect();
+    Some(SummaryRow {
+        what: format!(
+            "poller: {} ÷ {}, µs per round",
+            m.name(backends),
+            twin.name(backends)
+        ),
+        target: "≤ 1.05 in every cell".into(),
+        result: format!(
+            "medians {lo:.2}–{:.2} over {} cells; largest {} at N={wn}, A={wa}: **{}**",
+            worst.median,
+            cells.len(),
+            worst.cell(2),
+            judge_at_most(&all, 1.05)
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn every_mechanism_completes_rounds_on_both_transports() {
-        let backends = [RawBackend::fallback()];
+        let backends = [Backend::fallback()];
         for t in [Transport::UnixDgram, Transport::SocketPair] {
             let s = Sockets::new(t, 64).unwrap();
             for m in [
@@ -798,7 +899,14 @@ mod tests {
                 Mech::KeventGet(0),
                 Mech::KeventRing(0, false),
                 Mech::KeventRing(0, true),
+                Mech::CGet(0),
+                Mech::CRing(0),
             ] {
+                if matches!(m, Mech::CGet(_) | Mech::CRing(_))
+                    && !Backend::current().is_ok_and(|b| b == Backend::fallback())
+                {
+                    continue;
+                }
                 let mut p = Poller::build(m, &s, &backends);
                 for active in [vec![0], vec![1, 9, 30, 63]] {
                     for _ in 0..700 {

@@ -1,29 +1,30 @@
-//! A kevent queue at the ABI level for the benchmarks: a [`RawBackend`] arm, the queue fd,
+//! A kevent queue at the ABI level for the benchmarks: a [`Backend`] arm, the queue fd,
 //! and (optionally) the ring memory with a single-threaded ring consumer.
 //!
 //! The benchmarks measure the raw calls (`get_events`, `wait` + `commit`), so they drive the
-//! backend dispatch directly rather than the safe API's wrappers.
+//! backend dispatch directly rather than the safe API's wrappers ([`Via::Rust`]), or the C
+//! library's exported functions, `kevent_init` … `kevent_commit` of `libkevent`, on the
+//! process's backend ([`Via::C`]: what a C program gets, `-1`/`errno` and the C layer's
+//! copies of caller memory included).
 //!
 //! # Safety
 //!
 //! The ring memory is a heap block owned by the [`RawQueue`]; it is registered with
 //! `kevent_init` and freed only after the queue fd is closed (field order: `fd` drops before
 //! `ring`). The engine (the kernel, or the fallback's producer) writes entries and
-//! `ring_kidx`/`ring_over` there; this module only reads that memory through raw pointers and
-//! atomics, never through Rust references, so the engine's writes never alias a `&`/`&mut`.
+//! `ring_kidx`/`ring_over` there; this module only reads that memory through its
+//! [`RingView`] (the one ring definition, `kevent_sys::ring`: atomics for the header, raw slot
+//! pointers), never through Rust references, so the engine's writes never alias a `&`/`&mut`.
 #![allow(unsafe_code)]
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, Ordering};
 
-use kevent::backend::RawBackend;
-use kevent_sys::{Errno, KEVENT_RING_HEADER_SIZE, kevent_ring, ukevent};
+use kevent_backend::Backend;
+use kevent_sys::ring::{self, RingView};
+use kevent_sys::{Errno, ukevent};
 
 /// A timeout that means "until an event" (the ABI has no infinite value, D6).
-pub const FOREVER: libc::timespec = libc::timespec {
-    tv_sec: 1 << 30,
-    tv_nsec: 0,
-};
+pub use kevent_sys::FOREVER;
 
 /// A relative timeout of `ms` milliseconds.
 pub fn timeout_ms(ms: u64) -> libc::timespec {
@@ -36,9 +37,8 @@ pub fn timeout_ms(ms: u64) -> libc::timespec {
 /// The ring memory: `8 + n * 40` bytes, 8-aligned (a `u64` block).
 #[derive(Debug)]
 struct RingMem {
-    base: *mut kevent_ring,
+    view: RingView,
     words: *mut [u64],
-    n: u32,
 }
 
 impl Drop for RingMem {
@@ -49,11 +49,27 @@ impl Drop for RingMem {
     }
 }
 
+/// Which entry points a [`RawQueue`]'s calls go through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// The dispatch's Rust entry points ([`Backend`]'s methods: slices, no copies).
+    Rust,
+    /// The C library's exported functions (`kevent_get_events`, …), on the process's backend.
+    C,
+}
+
+/// Turns a C call's `-1`/`errno` into a `Result`.
+fn c_result(r: libc::c_int) -> Result<u32, Errno> {
+    u32::try_from(r).map_err(|_| Errno::last())
+}
+
 /// A queue on one backend, closed on drop.
 #[derive(Debug)]
 pub struct RawQueue {
     /// The backend arm serving the queue.
-    pub backend: RawBackend,
+    pub backend: Backend,
+    /// Rust dispatch or C functions.
+    via: Via,
     // Drop order matters: the fd is closed before the ring memory is freed.
     fd: OwnedFd,
     ring: Option<RingMem>,
@@ -68,26 +84,52 @@ pub struct RawQueue {
 }
 
 impl RawQueue {
-    /// A new queue on `backend`, with a ring of `ring_len` entries (0: no ring).
-    pub fn new(backend: RawBackend, ring_len: u32) -> Result<RawQueue, Errno> {
+    /// A new queue on `backend`, with a ring of `ring_len` entries (0: no ring), driven
+    /// through the Rust dispatch.
+    pub fn new(backend: Backend, ring_len: u32) -> Result<RawQueue, Errno> {
+        RawQueue::with_via(backend, Via::Rust, ring_len)
+    }
+
+    /// A new queue driven through the C library's exported functions, on the process's
+    /// backend (`None` when the process has none), with a ring of `ring_len` entries.
+    pub fn new_c(ring_len: u32) -> Option<Result<RawQueue, Errno>> {
+        let backend = Backend::current().ok()?;
+        Some(RawQueue::with_via(backend, Via::C, ring_len))
+    }
+
+    fn with_via(backend: Backend, via: Via, ring_len: u32) -> Result<RawQueue, Errno> {
         let ring = if ring_len == 0 {
             None
         } else {
             let bytes = kevent_sys::ring_bytes(ring_len).ok_or(Errno::EINVAL)?;
             let words = Box::into_raw(vec![0u64; bytes.div_ceil(8)].into_boxed_slice());
+            let base = std::ptr::NonNull::new(words.cast()).ok_or(Errno::ENOMEM)?;
             Some(RingMem {
-                base: words.cast(),
+                // SAFETY: `words` holds `ring_bytes(ring_len)` zeroed, 8-aligned bytes that
+                // live until `RingMem` drops, after the queue fd is closed; nothing else
+                // references them.
+                view: unsafe { RingView::new(base, ring_len) },
                 words,
-                n: ring_len,
             })
         };
-        let ptr = ring.as_ref().map_or(std::ptr::null_mut(), |r| r.base);
-        // SAFETY: `ptr` is null with `ring_len == 0`, or points to `8 + ring_len * 40`
-        // zeroed, 8-aligned bytes that this RawQueue keeps alive (and never references) until
-        // after the fd is closed; the fd is ours to own.
-        let fd = unsafe { backend.init(ptr, ring_len, 0) }?;
+        let ptr = ring
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |r| r.view.base().as_ptr());
+        // `ptr` is null with `ring_len == 0`, or points to `8 + ring_len * 40` zeroed,
+        // 8-aligned bytes that this RawQueue keeps alive (and never references) until after the
+        // fd is closed; the fd is ours to own.
+        let fd = match via {
+            // SAFETY: the ring contract of `init` holds for `ptr` (above).
+            Via::Rust => unsafe { kevent_backend::init(backend, ptr, ring_len, 0) }?,
+            Via::C => {
+                // SAFETY: as above; the C contract of kevent_init is the same.
+                let r = unsafe { kevent_c::capi::calls::kevent_init(ptr, ring_len, 0) };
+                c_result(r)? as RawFd
+            }
+        };
         Ok(RawQueue {
             backend,
+            via,
             // SAFETY: `init` just returned this fd and nothing else owns it.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
             ring,
@@ -112,7 +154,16 @@ impl RawQueue {
 
     /// `kevent_ctl(cmd, events)`.
     pub fn ctl(&self, cmd: u32, events: &mut [ukevent]) -> Result<u32, Errno> {
-        self.backend.ctl(self.fd(), cmd, events)
+        match self.via {
+            Via::Rust => self.backend.ctl(self.fd(), cmd, events),
+            Via::C => {
+                let num = u32::try_from(events.len()).map_err(|_| Errno::EINVAL)?;
+                // SAFETY: `events` is valid for reads and writes of `num` entries for the call.
+                c_result(unsafe {
+                    kevent_c::capi::calls::kevent_ctl(self.fd(), cmd, num, events.as_mut_ptr())
+                })
+            }
+        }
     }
 
     /// `kevent_get_events(min_nr, buf, timeout, 0)`.
@@ -122,17 +173,53 @@ impl RawQueue {
         buf: &mut [ukevent],
         timeout: &libc::timespec,
     ) -> Result<u32, Errno> {
-        self.backend.get_events(self.fd(), min_nr, buf, timeout, 0)
+        match self.via {
+            Via::Rust => self.backend.get_events(self.fd(), min_nr, buf, timeout, 0),
+            Via::C => {
+                let max = u32::try_from(buf.len()).map_err(|_| Errno::EINVAL)?;
+                // SAFETY: `buf` is valid for writes of `max` entries for the call; the ring is
+                // covered by kevent_init's contract (see the module docs).
+                c_result(unsafe {
+                    kevent_c::capi::calls::kevent_get_events(
+                        self.fd(),
+                        min_nr,
+                        max,
+                        *timeout,
+                        buf.as_mut_ptr(),
+                        0,
+                    )
+                })
+            }
+        }
     }
 
     /// The ring size (0 without a ring).
     pub fn ring_len(&self) -> u32 {
-        self.ring.as_ref().map_or(0, |r| r.n)
+        self.ring.as_ref().map_or(0, |r| r.view.size())
     }
 
     /// `kevent_wait(num, uidx, timeout, 0)` with this consumer's index.
     pub fn wait(&self, num: u32, timeout: &libc::timespec) -> Result<u32, Errno> {
-        self.backend.wait(self.fd(), num, self.uidx, timeout, 0)
+        match self.via {
+            Via::Rust => self.backend.wait(self.fd(), num, self.uidx, timeout, 0),
+            // SAFETY: integers and a timespec by value; the ring is covered by kevent_init's
+            // contract.
+            Via::C => c_result(unsafe {
+                kevent_c::capi::calls::kevent_wait(self.fd(), num, self.uidx, *timeout, 0)
+            }),
+        }
+    }
+
+    /// `kevent_commit(new_uidx, over)`.
+    fn commit(&self, new_uidx: u32, over: u32) -> Result<u32, Errno> {
+        match self.via {
+            Via::Rust => self.backend.commit(self.fd(), new_uidx, over),
+            Via::C => {
+                // SAFETY: integers only; the ring is covered by kevent_init's contract.
+                let r = unsafe { kevent_c::capi::calls::kevent_commit(self.fd(), new_uidx, over) };
+                c_result(r)
+            }
+        }
     }
 
     /// Reads every entry published in the ring since the last call, hands each to `f`, then
@@ -142,46 +229,30 @@ impl RawQueue {
         let Some(ring) = &self.ring else {
             return Err(Errno::EINVAL);
         };
-        let n = ring.n;
-        // SAFETY: `base` points to the live ring header (see the module docs); the engine
-        // writes `ring_kidx` and `ring_over` only with atomic stores, so viewing them as
-        // atomics is sound.
-        let (kidx_at, over_at) = unsafe {
-            (
-                AtomicU32::from_ptr(&raw mut (*ring.base).ring_kidx),
-                AtomicU32::from_ptr(&raw mut (*ring.base).ring_over),
-            )
-        };
+        let v = ring.view;
+        let n = v.size();
         // `ring_over` as the engine last wrote it (in a commit), before consuming (D13).
-        let over = over_at.load(Ordering::Acquire);
+        let over = v.over();
         // Acquire pairs with the engine's Release store of `ring_kidx`, made after it wrote
         // the entries: every entry before `kidx` is fully written when we read it.
-        let kidx = kidx_at.load(Ordering::Acquire);
+        let kidx = v.kidx();
         let mut i = self.read;
         let mut count = 0;
         while i != kidx {
-            // SAFETY: entry `i < n` lies inside the ring block (`8 + n * 40` bytes); slots
-            // between uidx (<= read) and kidx are not written again before we commit them (D12), and
-            // the Acquire load above ordered their contents before this read.
-            let ev = unsafe {
-                std::ptr::read(
-                    ring.base
-                        .cast::<u8>()
-                        .add(KEVENT_RING_HEADER_SIZE)
-                        .cast::<ukevent>()
-                        .add(i as usize),
-                )
-            };
+            // SAFETY: slots between uidx (<= read) and kidx are not written again before we
+            // commit them (D12), and the Acquire load above ordered their contents before
+            // this read.
+            let ev = unsafe { v.read(i) };
             f(&ev);
-            i = (i + 1) % n;
+            i = ring::advance(n, i, 1);
             count += 1;
         }
         self.read = kidx;
-        let uncommitted = (kidx + n - self.uidx) % n;
+        let uncommitted = ring::occupancy(n, kidx, self.uidx);
         if uncommitted > 0 && uncommitted >= self.commit_every {
             // A single consumer commits exactly what it read, with the ring_over it read
             // before reading (D13): every slot up to kidx is released.
-            self.backend.commit(self.fd(), kidx, over)?;
+            self.commit(kidx, over)?;
             self.commits += 1;
             self.uidx = kidx;
         }
@@ -196,7 +267,7 @@ mod tests {
 
     #[test]
     fn ring_round_trip_on_the_fallback() {
-        let mut q = RawQueue::new(RawBackend::fallback(), 4).unwrap();
+        let mut q = RawQueue::new(Backend::fallback(), 4).unwrap();
         let mut evs: Vec<ukevent> = (0..3)
             .map(|i| ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(i), 0, 0))
             .collect();
@@ -214,9 +285,31 @@ mod tests {
         assert_eq!(q.ring_len(), 4);
     }
 
+    /// The C path: the same queue, through libkevent's exported functions.
+    #[test]
+    fn ring_round_trip_through_the_c_functions() {
+        let Some(q) = RawQueue::new_c(4) else {
+            return;
+        };
+        let mut q = q.unwrap();
+        let mut evs: Vec<ukevent> = (0..3)
+            .map(|i| ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(i), 0, 0))
+            .collect();
+        assert_eq!(q.ctl(KEVENT_CTL_ADD, &mut evs), Ok(0));
+        for _ in 0..3 {
+            assert_eq!(q.ctl(KEVENT_CTL_READY, &mut evs), Ok(3));
+            assert_eq!(q.wait(3, &FOREVER), Ok(3));
+            assert_eq!(q.consume(|_| ()), Ok(3));
+        }
+        let mut buf = [ukevent::default(); 4];
+        assert_eq!(q.ctl(KEVENT_CTL_READY, &mut evs), Ok(3));
+        assert_eq!(q.get_events(3, &mut buf, &FOREVER), Ok(3));
+        assert_eq!(q.commits, 3);
+    }
+
     #[test]
     fn deferred_commits_keep_the_ring_flowing() {
-        let mut q = RawQueue::new(RawBackend::fallback(), 16).unwrap();
+        let mut q = RawQueue::new(Backend::fallback(), 16).unwrap();
         q.set_commit_every(8);
         let mut evs: Vec<ukevent> = (0..3)
             .map(|i| ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(i), 0, 0))

@@ -29,7 +29,7 @@ use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use kevent::backend::RawBackend;
+use kevent_backend::Backend;
 use kevent_sys::{
     KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_CTL_REMOVE, KEVENT_RET_BROKEN, KEVENT_UNOTIFY,
     kevent_id, ukevent,
@@ -150,13 +150,13 @@ struct FillStall {
 
 impl Loaded {
     #[cfg(test)]
-    fn new(b: RawBackend, ids: Ids, n: usize, k: usize, rng: &mut Rng) -> Loaded {
+    fn new(b: Backend, ids: Ids, n: usize, k: usize, rng: &mut Rng) -> Loaded {
         Loaded::filled(b, ids, n, k, rng, false).0
     }
 
     /// A queue of `n` kevents, filled 4096 per call, or one per call (timed) if `timed`.
     fn filled(
-        b: RawBackend,
+        b: Backend,
         ids: Ids,
         n: usize,
         k: usize,
@@ -535,7 +535,7 @@ fn report(
              softirqs for {:.0} ms of the fill's {:.0} ms (counted at the 4 ms scheduler tick; \
              this kernel charges that time to the thread it interrupts, so a softirq burst \
              shows as CPU time of the ADD it lands in).",
-            machine.backends[*bi].kind().as_str(),
+            machine.backends[*bi].as_str(),
             sci(st.n),
             st.cpu as f64 / 1e3,
             st.at + 1,
@@ -591,7 +591,7 @@ fn report(
                 } => (
                     format!(
                         "kevent_ctl {op_name} ({})",
-                        machine.backends[*backend].kind().as_str()
+                        machine.backends[*backend].as_str()
                     ),
                     ids.name().to_owned(),
                     batch.to_string(),
@@ -645,14 +645,14 @@ fn report(
                     };
                     let mut line = format!(
                         "| ↳ kevent_ctl {op_name} ({}) ÷ bare hash map | random | 64 |",
-                        machine.backends[bi].kind().as_str()
+                        machine.backends[bi].as_str()
                     );
                     for &n in sizes {
                         let i = paired(samples, &kev, &Row::Bare, n, op);
                         let _ = write!(line, " {} |", i.map_or("–".into(), |i| i.cell(2)));
                         if let Some(i) = i {
                             json_bare.push(Json::obj([
-                                ("backend", Json::from(machine.backends[bi].kind().as_str())),
+                                ("backend", Json::from(machine.backends[bi].as_str())),
                                 ("op", Json::from(*op_name)),
                                 ("n", Json::from(n)),
                                 ("ratio", i.json()),
@@ -670,7 +670,7 @@ fn report(
                             ids,
                             batch,
                         } => (
-                            format!("kevent_ctl_{}", machine.backends[*backend].kind().as_str()),
+                            format!("kevent_ctl_{}", machine.backends[*backend].as_str()),
                             ids.key(),
                             *batch,
                         ),
@@ -705,7 +705,7 @@ fn report(
                 "fill_one_per_call",
                 Json::arr(stalls.iter().map(|(bi, st)| {
                     Json::obj([
-                        ("backend", Json::from(machine.backends[*bi].kind().as_str())),
+                        ("backend", Json::from(machine.backends[*bi].as_str())),
                         ("n", Json::from(st.n)),
                         ("longest_add_cpu_us", Json::from(st.cpu as f64 / 1e3)),
                         ("longest_add_index", Json::from(st.at)),
@@ -736,7 +736,7 @@ fn summary(
     let (first, last) = (sizes[0], sizes[sizes.len() - 1]);
     let mut rows = vec![];
     for (bi, b) in machine.backends.iter().enumerate() {
-        let b = b.kind().as_str();
+        let b = b.as_str();
         let kev = |batch, ids| Row::Kevent {
             backend: bi,
             ids,
@@ -874,7 +874,7 @@ mod tests {
     #[test]
     fn a_sample_leaves_the_queue_as_it_found_it() {
         let mut rng = Rng::new(2);
-        let mut l = Loaded::new(RawBackend::fallback(), Ids::Colliding, 300, 50, &mut rng);
+        let mut l = Loaded::new(Backend::fallback(), Ids::Colliding, 300, 50, &mut rng);
         let s = l.sample(7, 9, &mut rng);
         assert!(s.iter().all(|x| *x > 0.0));
         assert_eq!((l.registered.len(), l.outside.len()), (300, 200));
@@ -890,8 +890,7 @@ mod tests {
         assert_eq!(bare.map.len(), 300);
         assert!(bare.registered.iter().all(|id| bare.map.contains_key(id)));
         assert!(bare.outside.iter().all(|id| !bare.map.contains_key(id)));
-        let (l, stall) =
-            Loaded::filled(RawBackend::fallback(), Ids::Random, 100, 5, &mut rng, true);
+        let (l, stall) = Loaded::filled(Backend::fallback(), Ids::Random, 100, 5, &mut rng, true);
         assert_eq!(l.registered.len(), 100);
         assert!(stall.is_some_and(|s| s.n == 100 && s.at < 100 && s.cpu > 0 && s.max_wall > 0));
         let mut e = EpollLoaded::new(20, 5).unwrap();

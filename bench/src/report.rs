@@ -5,7 +5,7 @@
 use std::io::{self, Write};
 use std::mem::{align_of, size_of};
 
-use kevent_sys::detect::{BACKEND_ENV, Backend, Detection, Unavailable};
+use kevent_sys::detect::{BACKEND_ENV, Detection, Unavailable};
 use kevent_sys::syscall::SyscallTable;
 
 /// The `report` subcommand. Exit code 0, or 1 when no backend can be used (an invalid
@@ -18,12 +18,13 @@ pub fn report(out: &mut impl Write, detection: Result<&Detection, &Unavailable>)
     };
     let code = match detection {
         Ok(d) => {
-            writeln!(out, "backend: {} ({selection})", d.backend)?;
-            match (d.backend, &d.syscalls, &d.unavailable) {
-                (Backend::Native, Some(t), _) => {
+            let name = if d.is_native() { "native" } else { "fallback" };
+            writeln!(out, "backend: {name} ({selection})")?;
+            match (&d.syscalls, &d.unavailable) {
+                (Some(t), _) => {
                     writeln!(out, "  kevent syscalls: {}", table(t))?;
                 }
-                (_, _, Some(why)) => writeln!(out, "  native unavailable: {why}")?,
+                (_, Some(why)) => writeln!(out, "  native unavailable: {why}")?,
                 _ => {}
             }
             0

@@ -20,7 +20,7 @@
 use std::fmt::Write as _;
 use std::process::Command;
 
-use kevent::backend::RawBackend;
+use kevent_backend::Backend;
 use kevent_sys::{KEVENT_CTL_ADD, KEVENT_CTL_READY, KEVENT_UNOTIFY, kevent_id, ukevent};
 
 use crate::json::Json;
@@ -75,7 +75,7 @@ struct Bench {
 }
 
 impl Bench {
-    fn new(b: RawBackend, path: Path) -> Bench {
+    fn new(b: Backend, path: Path) -> Bench {
         let ring = if path == Path::GetEvents {
             0
         } else {
@@ -174,8 +174,8 @@ pub fn syscall_child(args: &[String]) -> std::io::Result<()> {
         return Err(bad());
     };
     let b = match backend.as_str() {
-        "native" => RawBackend::native().map_err(std::io::Error::other)?,
-        _ => RawBackend::fallback(),
+        "native" => Backend::native().map_err(std::io::Error::other)?,
+        _ => Backend::fallback(),
     };
     let path = if path == "ring" {
         Path::Ring
@@ -273,7 +273,7 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
             }
         }
         let sink: u64 = benches.iter().map(|b| b.sink).fold(0, u64::wrapping_add);
-        eprintln!("ring: {} done (checksum {sink:x})", b.kind().as_str());
+        eprintln!("ring: {} done (checksum {sink:x})", b.as_str());
     }
     // Kernel syscalls per event under strace.
     let strace = have_strace();
@@ -283,8 +283,8 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
             for (pi, &p) in paths.iter().enumerate() {
                 for (xi, &batch) in batches.iter().enumerate() {
                     let iters = 8192 / batch + 64;
-                    let base = strace_calls(b.kind().as_str(), p, batch, 0);
-                    let full = strace_calls(b.kind().as_str(), p, batch, iters);
+                    let base = strace_calls(b.as_str(), p, batch, 0);
+                    let full = strace_calls(b.as_str(), p, batch, iters);
                     if let (Some(base), Some(full)) = (base, full) {
                         kernel[bi][pi][xi] =
                             Some(full.saturating_sub(base) as f64 / (iters * batch) as f64);
@@ -320,7 +320,7 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
                 let _ = writeln!(
                     md,
                     "| {} | {} | {batch} | {} | {} | {:.3} | {} |",
-                    b.kind().as_str(),
+                    b.as_str(),
                     p.name(),
                     r.map_or("–".into(), |s| s.cell(0)),
                     t.map_or("–".into(), |s| s.cell(1)),
@@ -328,7 +328,7 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
                     k.map_or("–".into(), |k| format!("{k:.3}")),
                 );
                 json_rows.push(Json::obj([
-                    ("backend", Json::from(b.kind().as_str())),
+                    ("backend", Json::from(b.as_str())),
                     ("path", Json::from(p.key())),
                     ("batch", Json::from(batch)),
                     ("events_per_s", r.map_or(Json::Null, |s| s.json())),
@@ -362,7 +362,7 @@ mod tests {
     #[test]
     fn both_paths_take_every_event() {
         for p in [Path::GetEvents, Path::Ring, Path::RingBatched] {
-            let mut b = Bench::new(RawBackend::fallback(), p);
+            let mut b = Bench::new(Backend::fallback(), p);
             // Batch sizes change mid-way through the kevents (the `all` run's order).
             for batch in [1, 16, 256, 16, 1000, 1] {
                 for _ in 0..100 {

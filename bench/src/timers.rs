@@ -25,7 +25,7 @@
 
 use std::fmt::Write as _;
 
-use kevent::backend::RawBackend;
+use kevent_backend::Backend;
 use kevent_sys::{KEVENT_CTL_ADD, KEVENT_TIMER, KEVENT_TIMER_FIRED, kevent_id, ukevent};
 
 use crate::json::Json;
@@ -81,7 +81,7 @@ struct Window {
     max_ns: u64,
 }
 
-fn run_one(b: RawBackend, n: usize, w: Window) -> TimerRun {
+fn run_one(b: Backend, n: usize, w: Window) -> TimerRun {
     let base_ns = (n as u64 * 1_000_000_000 / RATE).max(1_000_000);
     let chunks = n.div_ceil(CHUNK);
     let window_ns = (base_ns * w.periods).clamp(w.min_ns, w.max_ns);
@@ -203,8 +203,8 @@ pub fn memory_child(args: &[String]) -> std::io::Result<()> {
         return Err(bad());
     };
     let b = match backend.as_str() {
-        "native" => RawBackend::native().map_err(std::io::Error::other)?,
-        _ => RawBackend::fallback(),
+        "native" => Backend::native().map_err(std::io::Error::other)?,
+        _ => Backend::fallback(),
     };
     let n: u32 = n.parse().map_err(|_| bad())?;
     let mut batch: Vec<ukevent> = Vec::with_capacity(CHUNK);
@@ -231,9 +231,9 @@ pub fn memory_child(args: &[String]) -> std::io::Result<()> {
 }
 
 /// Runs `timer-memory` in a child process; the RSS growth in bytes.
-fn memory_in_child(b: RawBackend, n: usize) -> Option<u64> {
+fn memory_in_child(b: Backend, n: usize) -> Option<u64> {
     let out = std::process::Command::new(std::env::current_exe().ok()?)
-        .args(["timer-memory", b.kind().as_str(), &n.to_string()])
+        .args(["timer-memory", b.as_str(), &n.to_string()])
         .output()
         .ok()?;
     if !out.status.success() {
@@ -275,7 +275,7 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
             }
             eprintln!(
                 "timers: {} n={n}: {} expirations, p99 {} µs",
-                b.kind().as_str(),
+                b.as_str(),
                 r.expirations,
                 percentile_sorted(&r.lateness_us, 0.99).unwrap_or(0)
             );
@@ -315,7 +315,7 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
         let _ = writeln!(
             md,
             "| {} | {} | {:.2} s | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} | {:.0} | {:.0} µs / {:.0} µs | {} ({}) | {} ({}) |",
-            b.kind().as_str(),
+            b.as_str(),
             r.n,
             r.base_ns as f64 / 1e9,
             r.expirations,
@@ -341,7 +341,7 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
             r.involuntary_switches,
         );
         json_runs.push(Json::obj([
-            ("backend", Json::from(b.kind().as_str())),
+            ("backend", Json::from(b.as_str())),
             ("timers", Json::from(r.n)),
             ("base_period_ns", Json::from(r.base_ns)),
             ("window_s", Json::from(r.window_s)),
@@ -435,7 +435,7 @@ mod tests {
     fn a_small_run_delivers_on_time() {
         // 200 timers with a 1 ms base period for 50 ms: about 50 expiries each.
         let r = run_one(
-            RawBackend::fallback(),
+            Backend::fallback(),
             200,
             Window {
                 periods: 50,

@@ -15,10 +15,7 @@ fn main() {
     )];
     kf::kevent_ctl(q, KEVENT_CTL_ADD, &mut add).unwrap();
     let mut kb = vec![ukevent::default(); 256];
-    let forever = libc::timespec {
-        tv_sec: 1 << 30,
-        tv_nsec: 0,
-    };
+    let forever = kevent_sys::FOREVER;
     let mut b = 0u8;
     for _ in 0..20000 {
         // SAFETY: one byte from a static / into `b`.

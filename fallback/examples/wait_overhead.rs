@@ -111,10 +111,7 @@ fn main() {
             let active: Vec<usize> = (0..a).map(|i| i * (n / a)).collect();
             let mut eb = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
             let mut kb = vec![ukevent::default(); 256];
-            let forever = libc::timespec {
-                tv_sec: 1 << 30,
-                tv_nsec: 0,
-            };
+            let forever = kevent_sys::FOREVER;
             let epoll_round = |eb: &mut Vec<libc::epoll_event>| {
                 for &i in &active {
                     write1(p.wr[i]);

@@ -15,23 +15,18 @@
 //!
 //! # fork (**D11**)
 //!
-//! A `pthread_atfork` child handler advances the fork epoch; a queue made in an earlier epoch
-//! answers `EBADF` on every call in the child. The prepare handler takes the table lock so
-//! that no other thread holds it across the fork (the child would otherwise inherit a lock
-//! nobody can release).
-//!
-//! # Safety
-//!
-//! The only unsafe code registers the atfork handlers (`pthread_atfork` with `extern "C"`
-//! functions that live for the whole program).
-#![allow(unsafe_code)]
+//! The engine's fork handlers (`crate::fork`, registered at the first insert) call
+//! [`fork_child`], which advances the fork epoch: a queue made in an earlier epoch answers
+//! `EBADF` on every call in the child. [`fork_prepare`] takes the table lock so that no other
+//! thread holds it across the fork (the child would otherwise inherit a lock nobody can
+//! release).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Once, RwLock, RwLockWriteGuard};
+use std::sync::{Arc, LazyLock, RwLock, RwLockWriteGuard};
 
 use kevent_sys::Errno;
 
@@ -66,7 +61,6 @@ static SWEEP: AtomicUsize = AtomicUsize::new(0);
 /// Bumped whenever an entry is added or removed (and at fork): invalidates the per-thread
 /// lookup caches.
 static VERSION: AtomicU64 = AtomicU64::new(1);
-static ATFORK: Once = Once::new();
 
 /// Entries re-checked per `kevent_init`.
 const SWEEP_PER_INIT: usize = 4;
@@ -82,33 +76,23 @@ thread_local! {
         const { RefCell::new(None) };
 }
 
-extern "C" fn before_fork() {
+/// fork *prepare* (`crate::fork`): hold the table's lock across `fork()`.
+pub(crate) fn fork_prepare() {
     let guard = TABLE.write().unwrap_or_else(|p| p.into_inner());
     FORK_GUARD.with(|g| *g.borrow_mut() = Some(guard));
 }
 
-extern "C" fn after_fork_parent() {
+/// fork *parent*: release the lock [`fork_prepare`] took.
+pub(crate) fn fork_parent() {
     FORK_GUARD.with(|g| drop(g.borrow_mut().take()));
 }
 
-extern "C" fn after_fork_child() {
+/// fork *child*: a new fork epoch (every inherited queue answers `EBADF`), then release the
+/// lock.
+pub(crate) fn fork_child() {
     EPOCH.fetch_add(1, Ordering::SeqCst);
     VERSION.fetch_add(1, Ordering::SeqCst);
     FORK_GUARD.with(|g| drop(g.borrow_mut().take()));
-}
-
-fn install_atfork() {
-    ATFORK.call_once(|| {
-        // SAFETY: the three handlers are plain `extern "C"` fns with 'static lifetime; they
-        // only touch this module's statics and the forking thread's thread-local.
-        unsafe {
-            libc::pthread_atfork(
-                Some(before_fork),
-                Some(after_fork_parent),
-                Some(after_fork_child),
-            );
-        }
-    });
 }
 
 /// The current fork epoch.
@@ -168,7 +152,9 @@ pub(crate) fn lookup(fd: RawFd) -> Result<Arc<Queue>, Errno> {
 /// Records a new queue, dropping any stale entry for its number and re-checking a few
 /// others.
 pub(crate) fn insert(q: Arc<Queue>) {
-    install_atfork();
+    // A failed registration is the signal dispatch's error to report (it refuses to watch);
+    // queues work without it, except in a fork child.
+    let _ = crate::fork::install();
     let fd = q.fd();
     let mut dead: Vec<Arc<Queue>> = Vec::new();
     {

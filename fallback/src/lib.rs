@@ -37,6 +37,7 @@
 #![deny(unsafe_code)]
 
 mod fdtable;
+mod fork;
 mod kevent;
 pub mod posix_timer;
 mod queue;

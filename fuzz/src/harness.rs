@@ -20,8 +20,10 @@
 //! * the ring: `ring_kidx < n` always; `ring_over` changes only in a commit; `kevent_init`
 //!   zeroes the header; a wait moves exactly what it returns, into free slots (D12); a
 //!   `get_events` mirrors exactly `min(returned, free slots)` events and marks the rest
-//!   `RET_COPY_FAILED`; every commit does what an independent implementation of D13 says
-//!   (released count, `EOVERFLOW`, `EINVAL`, stale commits);
+//!   `RET_COPY_FAILED`; every commit does what an independent model of D13 says (released
+//!   count, `EOVERFLOW`, `EINVAL`, stale commits): the model keeps the producer and consumer
+//!   as absolute positions, as `tests/model.rs` does, and never uses the engine's modular
+//!   formula (`kevent_sys::ring::commit`), so a wrong formula there shows up here;
 //! * time: every wait's timeout is at most 2 ms (an `O_NONBLOCK` queue fd may get up to
 //!   5 s, which it must ignore); a call that takes 2 s longer than its timeout is a failure;
 //! * fds: after each input the harness closes what it opened and the fd count is exactly
@@ -47,9 +49,11 @@ use kevent_sys::{
     KEVENT_AIO, KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_CTL_READY, KEVENT_CTL_REMOVE,
     KEVENT_FLAGS_ABSTIME, KEVENT_INODE, KEVENT_MASK_ALL, KEVENT_MAX, KEVENT_NAIO, KEVENT_PIPE,
     KEVENT_POLL, KEVENT_POSIX_TIMER, KEVENT_REQ_ALWAYS_QUEUE, KEVENT_REQ_READY, KEVENT_RET_BROKEN,
-    KEVENT_RET_COPY_FAILED, KEVENT_RET_DONE, KEVENT_SIGNAL, KEVENT_SIGNAL_NOMASK, KEVENT_SOCKET,
-    KEVENT_TIMER, KEVENT_UNOTIFY, SIGEV_KEVENT, kevent_id, kevent_ring, ukevent,
+    KEVENT_RET_COPY_FAILED, KEVENT_RET_DONE, KEVENT_SIGNAL, KEVENT_SOCKET, KEVENT_TIMER,
+    KEVENT_UNOTIFY, SIGEV_KEVENT, kevent_id, kevent_ring, ukevent,
 };
+
+use kevent_sys::ring::RingView;
 
 use crate::input::Src;
 use crate::mem::{Guarded, unmapped_addr};
@@ -345,45 +349,77 @@ fn read_events(p: *const u8, n: usize) -> Vec<ukevent> {
 }
 
 /// A caller's ring and the harness's model of it (single consumer: exact).
+///
+/// The model is independent of the engine's index arithmetic: producer and consumer are
+/// absolute positions (`k`, `u`, as in `tests/model.rs`), the occupancy is `k - u`, the wrap
+/// counter `u / n`, and a commit is decided on positions (`op_commit`). Only the memory is
+/// read through the one ring definition ([`RingView`]).
 #[derive(Debug)]
 struct RingState {
     mem: Guarded,
+    view: RingView,
     n: u32,
-    /// Consumer index after the last successful commit.
-    uidx: u32,
-    /// `ring_over` as the harness expects it.
-    over: u32,
+    /// Absolute producer position (every event the queue moved into the ring).
+    k: u64,
+    /// Absolute consumer position (after the last successful commit).
+    u: u64,
 }
 
 impl RingState {
-    fn base(&self) -> *mut u8 {
-        self.mem.ptr()
+    fn new(mem: Guarded, n: u32) -> Option<RingState> {
+        let base = std::ptr::NonNull::new(mem.ptr().cast())?;
+        // SAFETY: `mem` maps `ring_bytes(n)` bytes (the library just accepted it as a ring of
+        // `n`), 8-aligned, and lives as long as this state; its header is only read through
+        // the view's atomics.
+        let view = unsafe { RingView::new(base, n) };
+        Some(RingState {
+            mem,
+            view,
+            n,
+            k: 0,
+            u: 0,
+        })
     }
 
     fn kidx(&self) -> u32 {
-        // SAFETY: the ring header lies in the harness's mapping (8-aligned); the library
-        // stores it atomically, a volatile read sees a whole value.
-        unsafe { std::ptr::read_volatile(self.base().cast::<u32>()) }
+        self.view.kidx()
     }
 
     fn over_mem(&self) -> u32 {
-        // SAFETY: as for `kidx`, 4 bytes further.
-        unsafe { std::ptr::read_volatile(self.base().add(4).cast::<u32>()) }
+        self.view.over()
     }
 
     fn entry(&self, i: u32) -> ukevent {
-        // SAFETY: `i < n` (callers reduce mod n) lies inside the `8 + n * 40` mapped bytes.
-        unsafe {
-            std::ptr::read_volatile(
-                self.base()
-                    .add(8 + (i % self.n) as usize * UKEVENT)
-                    .cast::<ukevent>(),
-            )
-        }
+        // SAFETY: the view reduces `i` mod n, inside the mapped ring; the harness reads slots
+        // only between library calls, when nothing writes them.
+        unsafe { self.view.read(i) }
     }
 
-    fn used(&self, kidx: u32) -> u32 {
-        (kidx + self.n - self.uidx) % self.n
+    /// The consumer index the queue must have: the consumer position mod n.
+    fn uidx(&self) -> u32 {
+        (self.u % u64::from(self.n)) as u32
+    }
+
+    /// `ring_over` as the model expects it: how often the consumer position crossed the end.
+    fn over(&self) -> u32 {
+        (self.u / u64::from(self.n)) as u32
+    }
+
+    /// Uncommitted slots.
+    fn used(&self) -> u32 {
+        (self.k - self.u) as u32
+    }
+
+    /// Catches the producer position up with `ring_kidx` as the memory holds it now: the
+    /// queue may have moved events into the ring that no call returned (a `get_events` whose
+    /// copy-out failed). `ring_kidx` never laps the consumer (D12), so the step is below n.
+    fn sync(&mut self) {
+        let n = i64::from(self.n);
+        let mut step = i64::from(self.kidx().min(self.n - 1)) - (self.k % u64::from(self.n)) as i64;
+        if step < 0 {
+            step += n;
+        }
+        self.k += step as u64;
     }
 }
 
@@ -556,7 +592,7 @@ impl Harness {
         let len = 8 + r.n as usize * UKEVENT;
         // SAFETY: the ring's `8 + n * 40` bytes are harness memory; the queue fd is closed,
         // so they are the harness's again.
-        unsafe { std::ptr::write_bytes(r.base(), GRAVE, len) };
+        unsafe { std::ptr::write_bytes(r.mem.ptr(), GRAVE, len) };
         let RingState { mem, n, .. } = r;
         self.graveyard_lens.push(8 + n as usize * UKEVENT);
         self.graveyard.push(mem);
@@ -1086,21 +1122,15 @@ impl Harness {
         self.next_serial += 1;
         let ring = match mem {
             Some(mem) if !ring.is_null() => {
-                let st = RingState {
-                    mem,
-                    n: num,
-                    uidx: 0,
-                    over: 0,
-                };
-                if st.kidx() != 0 || st.over_mem() != 0 {
+                let st = RingState::new(mem, num);
+                let header = st.as_ref().map(|st| (st.kidx(), st.over_mem()));
+                if let Some((k, o)) = header.filter(|&h| h != (0, 0)) {
                     violation!(
                         self,
-                        "kevent_init left the ring header at kidx {:#x} over {:#x}",
-                        st.kidx(),
-                        st.over_mem()
+                        "kevent_init left the ring header at kidx {k:#x} over {o:#x}"
                     );
                 }
-                Some(st)
+                st
             }
             _ => None,
         };
@@ -1118,7 +1148,7 @@ impl Harness {
         let Some(r) = &self.queues[qi].ring else {
             return;
         };
-        let (k, o, n, over) = (r.kidx(), r.over_mem(), r.n, r.over);
+        let (k, o, n, over) = (r.kidx(), r.over_mem(), r.n, r.over());
         if k >= n {
             violation!(self, "ring_kidx {k} >= ring size {n}");
         }
@@ -1441,10 +1471,10 @@ impl Harness {
         let ring_before = match target {
             Target::Queue(i) => {
                 self.check_ring_header(i);
-                self.queues[i]
-                    .ring
-                    .as_ref()
-                    .map(|r| (r.kidx(), r.used(r.kidx())))
+                self.queues[i].ring.as_mut().map(|r| {
+                    r.sync();
+                    (r.kidx(), r.used())
+                })
             }
             _ => None,
         };
@@ -1496,7 +1526,7 @@ impl Harness {
         };
         let evs = read_events(g.ptr(), got as usize);
         self.check_delivered(qi, &evs, "get_events");
-        if let (Some((k0, used0)), Some(ring)) = (ring_before, &self.queues[qi].ring) {
+        if let (Some((k0, used0)), Some(ring)) = (ring_before, &mut self.queues[qi].ring) {
             let n = ring.n;
             let free0 = n - 1 - used0;
             let copied = evs
@@ -1515,8 +1545,9 @@ impl Harness {
                     evs.iter().map(|e| e.ret_flags).collect::<Vec<_>>()
                 );
             }
+            ring.k += u64::from(copied);
             let k1 = ring.kidx();
-            if k1 != (k0 + copied) % n {
+            if u64::from(k1) != ring.k % u64::from(n) {
                 violation!(
                     self,
                     "get_events mirrored {copied} events but ring_kidx moved {k0} -> {k1} (n {n})"
@@ -1540,7 +1571,7 @@ impl Harness {
         let mut x = Expect::default();
         let target = self.expect_target(fd, &mut x);
         let ring = match target {
-            Target::Queue(i) => self.queues[i].ring.as_ref().map(|r| (r.n, r.uidx)),
+            Target::Queue(i) => self.queues[i].ring.as_ref().map(|r| (r.n, r.uidx())),
             _ => None,
         };
         let (n, uidx) = ring.unwrap_or((8, 0));
@@ -1575,10 +1606,10 @@ impl Harness {
         let before = match target {
             Target::Queue(i) => {
                 self.check_ring_header(i);
-                self.queues[i]
-                    .ring
-                    .as_ref()
-                    .map(|r| (r.kidx(), r.used(r.kidx())))
+                self.queues[i].ring.as_mut().map(|r| {
+                    r.sync();
+                    (r.kidx(), r.used())
+                })
             }
             _ => None,
         };
@@ -1625,11 +1656,13 @@ impl Harness {
         };
         let got = r.ret as u32;
         STATS.ring_events.fetch_add(u64::from(got), Relaxed);
-        let Some(rs) = &self.queues[qi].ring else {
+        let Some(rs) = &mut self.queues[qi].ring else {
             return;
         };
         let n = rs.n;
         let free0 = n - 1 - used0;
+        rs.k += u64::from(got);
+        let k_model = rs.k;
         if got > num || got > free0 {
             violation!(
                 self,
@@ -1643,13 +1676,13 @@ impl Harness {
             );
         }
         let k1 = rs.kidx();
-        if k1 != (k0 + got) % n {
+        let evs: Vec<ukevent> = (0..got).map(|j| rs.entry(k0.wrapping_add(j))).collect();
+        if u64::from(k1) != k_model % u64::from(n) {
             violation!(
                 self,
                 "kevent_wait returned {got} but ring_kidx moved {k0} -> {k1} (n {n})"
             );
         }
-        let evs: Vec<ukevent> = (0..got).map(|j| rs.entry(k0 + j)).collect();
         self.check_delivered(qi, &evs, "wait");
         if let Some(e) = evs
             .iter()
@@ -1669,15 +1702,14 @@ impl Harness {
         let model = match target {
             Target::Queue(i) => {
                 self.check_ring_header(i);
-                self.queues[i]
-                    .ring
-                    .as_ref()
-                    .map(|r| (r.n, r.kidx(), r.uidx, r.over))
+                self.queues[i].ring.as_mut().map(|r| {
+                    r.sync();
+                    (r.n, r.kidx(), r.uidx(), r.over(), r.used())
+                })
             }
             _ => None,
         };
-        let (n, kidx, uidx, over) = model.unwrap_or((8, 0, 0, 0));
-        let used = (kidx + n - uidx) % n;
+        let (n, kidx, uidx, over, used) = model.unwrap_or((8, 0, 0, 0, 0));
         let chaotic = self.bad(s);
         let new_uidx = match s.below(10) {
             0..=3 => kidx,
@@ -1731,20 +1763,17 @@ impl Harness {
             self.check_ring_header(qi);
             return;
         }
-        // D13, as the spec words it: `new_uidx` names the one position with that index among
-        // the n positions ending at the producer; after uidx → release up to it.
-        let back = (kidx + n - new_uidx) % n;
-        let (released, new_u, new_over) = if back < used {
-            let rel = used - back;
-            let wrapped = uidx + rel >= n;
-            (
-                rel,
-                new_uidx,
-                if wrapped { over.wrapping_add(1) } else { over },
-            )
-        } else {
-            (0, uidx, over)
+        // D13, as the spec words it, on absolute positions (the engine's formula works on
+        // indices mod n; this must not be a copy of it): `new_uidx` names the one position P
+        // with P ≡ new_uidx (mod n) among the n positions ending at the producer position K,
+        // i.e. in (K - n, K]. P after the consumer position U releases U..P and moves U to P
+        // (ring_over is then U / n); P at or before U is a stale commit.
+        let Some(rs) = &mut self.queues[qi].ring else {
+            return;
         };
+        let new_u = d13_commit_model(rs.k, rs.u, n, new_uidx);
+        let released = (new_u - rs.u) as u32;
+        rs.u = new_u;
         if r.ret as u32 != released {
             violation!(
                 self,
@@ -1753,10 +1782,6 @@ impl Harness {
             );
         }
         STATS.released.fetch_add(u64::from(released), Relaxed);
-        if let Some(rs) = &mut self.queues[qi].ring {
-            rs.uidx = new_u;
-            rs.over = new_over;
-        }
         self.check_ring_header(qi);
     }
 
@@ -2326,11 +2351,22 @@ fn gen_signal_id(s: &mut Src<'_>) -> u64 {
         10 => s.pick(&[0, libc::SIGKILL, libc::SIGSTOP, 32, 33, 65, 1000, -1]),
         _ => s.pick(&[libc::SIGUSR1, -7, i32::MAX]),
     };
-    let mut id = u64::from(signo as u32);
-    if s.chance(96) {
-        id |= KEVENT_SIGNAL_NOMASK;
+    kevent_id::signal(signo, s.chance(96)).as_u64()
+}
+
+/// The D13 oracle on absolute positions: the consumer position after `kevent_commit(new_uidx)`
+/// on a ring of `n` with producer position `k` and consumer position `u` (`u <= k < u + n`).
+///
+/// `new_uidx` names the one position P with P ≡ new_uidx (mod n) in (k - n, k]; P after `u`
+/// releases `u..P`, P at or before `u` is a stale commit (the position stays `u`). Written from
+/// the spec's words, never from the engine's modular formula (`kevent_sys::ring::commit`).
+fn d13_commit_model(k: u64, u: u64, n: u32, new_uidx: u32) -> u64 {
+    let (k, n, new_uidx) = (i128::from(k), i128::from(n), i128::from(new_uidx));
+    let mut p = (k / n) * n + new_uidx;
+    if p > k {
+        p -= n;
     }
-    id
+    p.max(i128::from(u)) as u64
 }
 
 fn loopback(port: u16) -> libc::sockaddr_in {
@@ -2401,7 +2437,7 @@ fn setup() -> Global {
     // kevent and lives for the process: make it now, so it is part of the baseline.
     let mut e = [ukevent::new(
         KEVENT_SIGNAL,
-        kevent_id::from_u64(libc::SIGUSR2 as u64 | KEVENT_SIGNAL_NOMASK),
+        kevent_id::signal(libc::SIGUSR2, true),
         1,
         0,
     )];
@@ -2481,5 +2517,53 @@ pub fn cleanup() {
     let guard = GLOBAL.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(g) = guard.as_ref() {
         let _ = std::fs::remove_dir_all(&g.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every state of small rings: the oracle and the engine's formula agree (released count,
+    /// consumer index, ring_over).
+    #[test]
+    fn d13_oracle_agrees_with_the_engine_on_small_rings() {
+        for n in 2u32..=7 {
+            let n64 = u64::from(n);
+            for u in 0..3 * n64 {
+                for k in u..u + n64 {
+                    for new_uidx in 0..n {
+                        let new_u = d13_commit_model(k, u, n, new_uidx);
+                        let over = (u / n64) as u32;
+                        let c = kevent_sys::ring::commit(
+                            n,
+                            (k % n64) as u32,
+                            (u % n64) as u32,
+                            over,
+                            new_uidx,
+                            over,
+                        )
+                        .unwrap();
+                        let what = format!("n {n} k {k} u {u} new_uidx {new_uidx}");
+                        assert_eq!(u64::from(c.released), new_u - u, "{what}");
+                        assert_eq!(u64::from(c.uidx), new_u % n64, "{what}");
+                        assert_eq!(c.over, (new_u / n64) as u32, "{what}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The oracle is independent of the formula it checks: an off-by-one in the formula's
+    /// wrap test (`uidx + released > n`, so a commit that ends exactly at the end of the array
+    /// does not increment `ring_over`) disagrees with the oracle's `ring_over`, `U / n`.
+    #[test]
+    fn d13_oracle_catches_an_off_by_one_wrap() {
+        let (n, k, u, new_uidx) = (4u32, 4u64, 3u64, 0u32);
+        let new_u = d13_commit_model(k, u, n, new_uidx);
+        let (uidx, released, over) = (3u32, (new_u - u) as u32, 0u32);
+        let wrong_over = if uidx + released > n { over + 1 } else { over };
+        assert_eq!(new_u, 4);
+        assert_ne!(wrong_over, (new_u / u64::from(n)) as u32);
     }
 }

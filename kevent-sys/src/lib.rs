@@ -5,18 +5,23 @@
 //!   (`KEVENT_INCLUDE_DIR`, then the system include path), otherwise the bundled
 //!   `include/linux/ukevent.h` through the checked-in `src/bindings.rs`.
 //! * [`Errno`], the one error-number type every crate of the project shares.
-//! * [`syscall`], the five raw syscalls of a kevent kernel (`unsafe`), and [`detect`], the safe
-//!   decision of which backend this process uses.
+//! * [`syscall`], the five raw syscalls of a kevent kernel (`unsafe`) and the kernel's POSIX
+//!   timer calls, and [`detect`], the safe decision of which backend this process uses.
+//! * [`ring`], the one definition of the ring protocol (header orderings, slot addressing,
+//!   occupancy, the D13 commit rule); [`FOREVER`] (D6); the SIGNAL id encoding
+//!   ([`kevent_id::signal`]); [`names`], the one table of flag names.
 //!
 //! No other crate re-declares an ABI structure or constant: they all come from here.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod detect;
 mod errno;
+pub mod names;
+pub mod ring;
 mod structs;
 pub mod syscall;
 
-pub use structs::type_name;
+pub use names::type_name;
 
 pub use errno::Errno;
 
@@ -65,3 +70,20 @@ pub const fn ring_bytes(num: u32) -> Option<usize> {
         None => None,
     }
 }
+
+/// "Until an event" (**D6**): the `tv_sec` of a relative timeout that never passes. The ABI
+/// has no infinite value; callers pass a very large `tv_sec`, and the safe API's
+/// `Timeout::FOREVER` is this.
+///
+/// `time_t::MAX / 2`: with 64-bit `time_t` about 1.5e11 years, so it never passes; adding it
+/// to any clock reading (the fallback computes deadlines as now + timeout, the kernel
+/// clamps at `KTIME_MAX`) cannot overflow; and with a 32-bit `time_t` it is `2^30 - 1`, the
+/// largest such value there. (`1 << 30`, 34 years, which some call sites used, is a valid
+/// timeout that does pass.)
+pub const FOREVER_SECS: libc::time_t = libc::time_t::MAX / 2;
+
+/// [`FOREVER_SECS`] as the relative `struct timespec` of `kevent_get_events`/`kevent_wait`.
+pub const FOREVER: libc::timespec = libc::timespec {
+    tv_sec: FOREVER_SECS,
+    tv_nsec: 0,
+};

@@ -3,7 +3,7 @@
 
 use core::fmt;
 
-use crate::{kevent_id, kevent_ring, ukevent};
+use crate::{kevent_id, kevent_ring, names, ukevent};
 
 impl kevent_id {
     /// An id from its 64-bit value (`raw_u64`).
@@ -33,6 +33,27 @@ impl kevent_id {
     pub const fn raw(&self) -> [u32; 2] {
         // SAFETY: as in `as_u64`: every bit pattern is a valid `[u32; 2]`.
         unsafe { self.__bindgen_anon_1.raw }
+    }
+
+    /// The id of a SIGNAL kevent (spec section 5): `raw[0]` = `signo` (its bits as `u32`),
+    /// with [`KEVENT_SIGNAL_NOMASK`](crate::KEVENT_SIGNAL_NOMASK) (bit 63 of `raw_u64`, bit 31
+    /// of `raw[1]`) when `nomask`: report the signal only.
+    pub const fn signal(signo: i32, nomask: bool) -> kevent_id {
+        let mut id = signo as u32 as u64;
+        if nomask {
+            id |= crate::KEVENT_SIGNAL_NOMASK;
+        }
+        kevent_id::from_u64(id)
+    }
+
+    /// A SIGNAL kevent id split into `(signo, nomask)`, the inverse of [`kevent_id::signal`].
+    ///
+    /// `signo` is `raw[0]` reinterpreted as `i32` (a huge `raw[0]` becomes negative, which
+    /// every backend rejects); other bits of `raw[1]` are not looked at here: they stay part
+    /// of the registry key.
+    pub const fn signal_parts(&self) -> (i32, bool) {
+        let v = self.as_u64();
+        (v as u32 as i32, v & crate::KEVENT_SIGNAL_NOMASK != 0)
     }
 }
 
@@ -77,54 +98,11 @@ impl ukevent {
     }
 }
 
-/// Writes `names` of the bits set in `bits`, `A|B|0x40` style.
-fn flag_names(f: &mut fmt::Formatter<'_>, bits: u32, names: &[(u32, &str)]) -> fmt::Result {
-    if bits == 0 {
-        return f.write_str("0");
-    }
-    let mut rest = bits;
-    let mut first = true;
-    for &(bit, name) in names {
-        if bits & bit != 0 {
-            if !first {
-                f.write_str("|")?;
-            }
-            f.write_str(name)?;
-            first = false;
-            rest &= !bit;
-        }
-    }
-    if rest != 0 {
-        if !first {
-            f.write_str("|")?;
-        }
-        write!(f, "{rest:#x}")?;
-    }
-    Ok(())
-}
+struct Flags(u32, names::Table);
 
-/// The name of a `KEVENT_*` type constant.
-pub fn type_name(type_: u32) -> Option<&'static str> {
-    Some(match type_ {
-        crate::KEVENT_SOCKET => "SOCKET",
-        crate::KEVENT_INODE => "INODE",
-        crate::KEVENT_TIMER => "TIMER",
-        crate::KEVENT_POLL => "POLL",
-        crate::KEVENT_NAIO => "NAIO",
-        crate::KEVENT_AIO => "AIO",
-        crate::KEVENT_PIPE => "PIPE",
-        crate::KEVENT_SIGNAL => "SIGNAL",
-        crate::KEVENT_POSIX_TIMER => "POSIX_TIMER",
-        crate::KEVENT_UNOTIFY => "UNOTIFY",
-        _ => return None,
-    })
-}
-
-struct Flags<'a>(u32, &'a [(u32, &'a str)]);
-
-impl fmt::Debug for Flags<'_> {
+impl fmt::Debug for Flags {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        flag_names(f, self.0, self.1)
+        names::write_flags(f, self.0, self.1, "|", "0")
     }
 }
 
@@ -132,27 +110,12 @@ struct TypeName(u32);
 
 impl fmt::Debug for TypeName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match type_name(self.0) {
+        match names::type_name(self.0) {
             Some(n) => f.write_str(n),
             None => write!(f, "{}", self.0),
         }
     }
 }
-
-const REQ_NAMES: &[(u32, &str)] = &[
-    (crate::KEVENT_REQ_ONESHOT, "ONESHOT"),
-    (crate::KEVENT_REQ_WAKEUP_ALL, "WAKEUP_ALL"),
-    (crate::KEVENT_REQ_ET, "ET"),
-    (crate::KEVENT_REQ_LAST_CHECK, "LAST_CHECK"),
-    (crate::KEVENT_REQ_ALWAYS_QUEUE, "ALWAYS_QUEUE"),
-    (crate::KEVENT_REQ_READY, "READY"),
-];
-
-const RET_NAMES: &[(u32, &str)] = &[
-    (crate::KEVENT_RET_BROKEN, "BROKEN"),
-    (crate::KEVENT_RET_DONE, "DONE"),
-    (crate::KEVENT_RET_COPY_FAILED, "COPY_FAILED"),
-];
 
 impl fmt::Debug for kevent_id {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -168,8 +131,8 @@ impl fmt::Debug for ukevent {
             .field("id", &self.id.raw())
             .field("type", &TypeName(self.type_))
             .field("event", &format_args!("{:#x}", self.event))
-            .field("req_flags", &Flags(self.req_flags, REQ_NAMES))
-            .field("ret_flags", &Flags(self.ret_flags, RET_NAMES))
+            .field("req_flags", &Flags(self.req_flags, names::REQ_FLAGS))
+            .field("ret_flags", &Flags(self.ret_flags, names::RET_FLAGS))
             .field("ret_data", &self.ret_data)
             .field("cookie", &format_args!("{:#x}", self.cookie()))
             .finish()
@@ -205,6 +168,20 @@ mod tests {
         assert!(s.contains("ret_flags: DONE"), "{s}");
         assert_eq!(ev.cookie(), 0x1234_5678_9abc_def0);
         assert_eq!(ev.user(), [0x9abc_def0, 0x1234_5678]);
+    }
+
+    #[test]
+    fn signal_id_encoding_round_trips() {
+        assert_eq!(kevent_id::signal(10, false).as_u64(), 10);
+        assert_eq!(
+            kevent_id::signal(10, true).as_u64(),
+            10 | crate::KEVENT_SIGNAL_NOMASK
+        );
+        assert_eq!(kevent_id::signal(10, true).raw(), [10, 0x8000_0000]);
+        assert_eq!(kevent_id::signal(-1, false).signal_parts(), (-1, false));
+        for (s, m) in [(1, false), (34, true), (64, false), (i32::MAX, true)] {
+            assert_eq!(kevent_id::signal(s, m).signal_parts(), (s, m));
+        }
     }
 
     #[test]

@@ -1,6 +1,10 @@
-//! The five raw syscalls of a kevent kernel (spec section 3), through a [`SyscallTable`].
+//! The five raw syscalls of a kevent kernel (spec section 3), through a [`SyscallTable`], and
+//! the kernel's POSIX timer syscalls, which a kevent kernel extends with `SIGEV_KEVENT`.
 //!
-//! These are thin `unsafe` wrappers over `libc::syscall`: they decode the `-1`/`errno` result
+//! These are every native system call of the project: the backend dispatch
+//! (`kevent-backend`) calls them and nothing else issues a kevent or `timer_*` syscall.
+//!
+//! The five kevent calls are thin `unsafe` wrappers over `libc::syscall`: they decode the `-1`/`errno` result
 //! into [`Errno`] and do nothing else. They never pick a syscall number themselves; the caller
 //! passes the table that [`crate::detect`] proved (spec section 6) or, for a historic kernel the
 //! user vouched for with `KEVENT_BACKEND=native`, [`SyscallTable::from_header`]. Calling them
@@ -35,7 +39,7 @@ use crate::{Errno, kevent_ring, ukevent};
 /// The numbers come from the kernel's own advertisement (`/sys/kernel/kevent/syscalls`, read by
 /// [`crate::detect`]) or, for a historic kernel selected explicitly, from the patched headers
 /// the build found ([`SyscallTable::from_header`]). They are never written as literals.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SyscallTable {
     /// `__NR_kevent_init`.
     pub init: c_long,
@@ -237,6 +241,88 @@ pub unsafe fn kevent_commit(
     // it writes is the queue's `ring_over`, kept alive per the kevent_init contract.
     let ret = unsafe { libc::syscall(t.commit, fd as c_long, new_uidx as c_long, over as c_long) };
     decode(ret).map(|n| n as u32)
+}
+
+/// `timer_create(clock, sev)`—The kernel's `timer_create(2)`, which a kevent kernel extends
+/// with `SIGEV_KEVENT` (expiries reported to the queue whose fd is in the first int of
+/// `sev`'s `_sigev_un`); returns the kernel's timer id.
+///
+/// Issued as a raw syscall rather than through glibc's wrapper, so that the id is always the
+/// kernel's number (glibc's `timer_t` for `SIGEV_THREAD` is a pointer it dereferences).
+///
+/// Safe: the kernel reads one `sigevent` (a reference, valid for the call) and writes one
+/// `int` (a local). A `SIGEV_KEVENT` timer makes the kernel write the queue's ring later,
+/// which the ring's registration (`kevent_init`'s contract) already covers.
+///
+/// # Errors
+///
+/// What `timer_create(2)` returns: `EINVAL` (clock, notification), `EBADF` (queue fd),
+/// `EAGAIN`, `ENOMEM`.
+pub fn timer_create(clock: libc::clockid_t, sev: &libc::sigevent) -> Result<i32, Errno> {
+    let mut id: libc::c_int = 0;
+    let sev: *const libc::sigevent = sev;
+    let id_ptr: *mut libc::c_int = &mut id;
+    // SAFETY: timer_create(2) reads one `struct sigevent` from `sev` (a reference, valid for
+    // the call) and writes one int to `id_ptr` (a local); no other user memory.
+    let ret = unsafe { libc::syscall(libc::SYS_timer_create, clock, sev, id_ptr) };
+    decode(ret).map(|_| id)
+}
+
+/// `timer_settime(id, flags, new, old)`—The kernel's `timer_settime(2)`: arms (or, with a
+/// zero `it_value`, disarms) timer `id`; `old`, if given, receives the previous setting.
+///
+/// # Errors
+///
+/// `EINVAL` for an unknown id, bad `flags` or a bad `itimerspec`.
+pub fn timer_settime(
+    id: i32,
+    flags: i32,
+    new: &libc::itimerspec,
+    old: Option<&mut libc::itimerspec>,
+) -> Result<(), Errno> {
+    let new: *const libc::itimerspec = new;
+    let old: *mut libc::itimerspec = match old {
+        Some(old) => old,
+        None => std::ptr::null_mut(),
+    };
+    // SAFETY: timer_settime(2) reads one itimerspec from `new` (a reference) and, when `old`
+    // is non-null, writes one to it (an exclusive reference); both are valid for the call. The
+    // id is only a number: the kernel checks it.
+    let ret = unsafe { libc::syscall(libc::SYS_timer_settime, id, flags, new, old) };
+    decode(ret).map(drop)
+}
+
+/// `timer_gettime(id)`—The kernel's `timer_gettime(2)`: the time to the next expiry and the
+/// interval of timer `id`.
+///
+/// # Errors
+///
+/// `EINVAL` for an unknown id.
+pub fn timer_gettime(id: i32) -> Result<libc::itimerspec, Errno> {
+    let zero = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let mut cur = libc::itimerspec {
+        it_interval: zero,
+        it_value: zero,
+    };
+    let cur_ptr: *mut libc::itimerspec = &mut cur;
+    // SAFETY: timer_gettime(2) writes one itimerspec to `cur_ptr`, a local.
+    let ret = unsafe { libc::syscall(libc::SYS_timer_gettime, id, cur_ptr) };
+    decode(ret).map(|_| cur)
+}
+
+/// `timer_delete(id)`—The kernel's `timer_delete(2)`: no expiry of timer `id` is reported
+/// afterwards.
+///
+/// # Errors
+///
+/// `EINVAL` for an unknown id.
+pub fn timer_delete(id: i32) -> Result<(), Errno> {
+    // SAFETY: timer_delete(2) takes only a number and touches no user memory.
+    let ret = unsafe { libc::syscall(libc::SYS_timer_delete, id) };
+    decode(ret).map(drop)
 }
 
 #[cfg(test)]

@@ -106,7 +106,7 @@ pub enum Error {
     },
     /// No backend can serve (`KEVENT_BACKEND=native` on a kernel without kevent, or an invalid
     /// `KEVENT_BACKEND`). The source is an `io::Error` of kind `Unsupported` whose inner
-    /// error is the [`BackendError`](crate::backend::BackendError);
+    /// error is the [`BackendError`](crate::BackendError);
     /// [`Error::unavailable_reason`] gives the reason.
     #[error("{op}: {source}")]
     Unavailable {
@@ -147,7 +147,7 @@ impl Error {
     }
 
     /// The backend could not be chosen.
-    pub(crate) fn unavailable(op: Op, e: crate::backend::BackendError) -> Error {
+    pub(crate) fn unavailable(op: Op, e: kevent_backend::BackendError) -> Error {
         Error::Unavailable {
             op,
             source: io::Error::new(io::ErrorKind::Unsupported, e),
@@ -190,7 +190,7 @@ impl Error {
         match self {
             Error::Unavailable { source, .. } => source
                 .get_ref()
-                .and_then(|e| e.downcast_ref::<crate::backend::BackendError>())
+                .and_then(|e| e.downcast_ref::<kevent_backend::BackendError>())
                 .map(|e| e.reason()),
             _ => None,
         }

@@ -39,11 +39,10 @@ impl Key {
 
     /// The key of a signal kevent (`KEVENT_SIGNAL`); `nomask` is part of the id.
     pub const fn signal(signo: i32, nomask: bool) -> Key {
-        let mut id = signo as u32 as u64;
-        if nomask {
-            id |= sys::KEVENT_SIGNAL_NOMASK;
-        }
-        Key::from_raw(sys::KEVENT_SIGNAL, id)
+        Key::from_raw(
+            sys::KEVENT_SIGNAL,
+            sys::kevent_id::signal(signo, nomask).as_u64(),
+        )
     }
 
     /// The raw type (`KEVENT_SOCKET`, …).
@@ -277,11 +276,14 @@ impl Event {
                 expired_at_ms: r0,
                 expirations: r1,
             },
-            sys::KEVENT_SIGNAL => EventKind::Signal {
-                signo: id0 as i32,
-                nomask: uk.id.as_u64() & sys::KEVENT_SIGNAL_NOMASK != 0,
-                count: r0,
-            },
+            sys::KEVENT_SIGNAL => {
+                let (signo, nomask) = uk.id.signal_parts();
+                EventKind::Signal {
+                    signo,
+                    nomask,
+                    count: r0,
+                }
+            }
             sys::KEVENT_POSIX_TIMER => EventKind::PosixTimer {
                 timer: uk.id.as_u64(),
                 expired_at_ms: r0,

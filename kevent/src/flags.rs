@@ -14,7 +14,7 @@ use kevent_sys as sys;
 macro_rules! flag_set {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident;
+        pub struct $name:ident, names $table:expr;
         $(
             $(#[$cmeta:meta])*
             $cname:literal => $flag:ident = $value:expr;
@@ -33,8 +33,14 @@ macro_rules! flag_set {
                 pub const $flag: $name = $name($value);
             )*
 
-            /// Every named flag, with its name (what `Debug` prints).
+            /// Every named constant, with its name: checked against the table `Debug` prints
+            /// from (`kevent_sys::names`).
+            #[cfg(test)]
             const NAMES: &'static [(&'static str, u32)] = &[$((stringify!($flag), $value)),*];
+
+            /// The one name table for these bits (`kevent_sys::names`).
+            #[cfg(test)]
+            const TABLE: sys::names::Table = $table;
 
             /// No flag set.
             pub const fn empty() -> $name {
@@ -117,7 +123,7 @@ macro_rules! flag_set {
 
         impl fmt::Debug for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write_names(f, self.0, Self::NAMES)
+                sys::names::write_flags(f, self.0, $table, " | ", "(empty)")
             }
         }
 
@@ -127,32 +133,6 @@ macro_rules! flag_set {
             }
         }
     };
-}
-
-/// Writes the names of the bits set in `bits` as `A | B | 0x40`, or `(empty)`.
-fn write_names(f: &mut fmt::Formatter<'_>, bits: u32, names: &[(&str, u32)]) -> fmt::Result {
-    if bits == 0 {
-        return f.write_str("(empty)");
-    }
-    let mut rest = bits;
-    let mut first = true;
-    for &(name, bit) in names {
-        if bit != 0 && bits & bit == bit && rest & bit != 0 {
-            if !first {
-                f.write_str(" | ")?;
-            }
-            f.write_str(name)?;
-            first = false;
-            rest &= !bit;
-        }
-    }
-    if rest != 0 {
-        if !first {
-            f.write_str(" | ")?;
-        }
-        write!(f, "{rest:#x}")?;
-    }
-    Ok(())
 }
 
 flag_set! {
@@ -167,7 +147,7 @@ flag_set! {
     /// assert!(f.contains(ReqFlags::ET));
     /// assert_eq!(format!("{f:?}"), "ONESHOT | ET");
     /// ```
-    pub struct ReqFlags;
+    pub struct ReqFlags, names sys::names::REQ_FLAGS;
     /// Delivered once, then unregistered (the delivery carries [`RetFlags::DONE`]).
     "KEVENT_REQ_ONESHOT" => ONESHOT = sys::KEVENT_REQ_ONESHOT;
     /// A notification wakes every waiting thread instead of one.
@@ -188,7 +168,7 @@ flag_set! {
 flag_set! {
     /// What the queue says about a delivered or written-back entry: the `KEVENT_RET_*`
     /// return flags.
-    pub struct RetFlags;
+    pub struct RetFlags, names sys::names::RET_FLAGS;
     /// The source failed; `ret_data[1]` holds `-errno` ([`Event::error`](crate::Event::error)).
     "KEVENT_RET_BROKEN" => BROKEN = sys::KEVENT_RET_BROKEN;
     /// The kevent is no longer registered (ONESHOT delivered, BROKEN, ready at ADD, or the
@@ -200,7 +180,7 @@ flag_set! {
 
 flag_set! {
     /// Readiness of a socket or pipe: the `KEVENT_SOCKET_*` bits (pipes use `RECV` and `SEND`).
-    pub struct SocketEvents;
+    pub struct SocketEvents, names sys::names::SOCKET_EVENTS;
     /// Readable: data, EOF (or, for a pipe, data buffered).
     "KEVENT_SOCKET_RECV" => RECV = sys::KEVENT_SOCKET_RECV;
     /// A connection is pending on a listening socket.
@@ -211,7 +191,7 @@ flag_set! {
 
 flag_set! {
     /// A `KEVENT_POLL_*` mask: the same bits as Linux's `POLL*`.
-    pub struct PollEvents;
+    pub struct PollEvents, names sys::names::POLL_EVENTS;
     /// Data to read.
     "KEVENT_POLL_POLLIN" => IN = sys::KEVENT_POLL_POLLIN;
     /// Urgent data to read.
@@ -242,7 +222,7 @@ flag_set! {
 
 flag_set! {
     /// Changes in a watched directory: the `KEVENT_INODE_*` bits.
-    pub struct InodeEvents;
+    pub struct InodeEvents, names sys::names::INODE_EVENTS;
     /// An entry was created in (or moved into) the directory.
     "KEVENT_INODE_CREATE" => CREATE = sys::KEVENT_INODE_CREATE;
     /// An entry was removed from (or moved out of) the directory.
@@ -271,6 +251,23 @@ mod tests {
             format!("{:?}", RetFlags::BROKEN | RetFlags::DONE),
             "BROKEN | DONE"
         );
+    }
+
+    /// The names `Debug` prints come from `kevent_sys::names`; each constant of these types
+    /// has the same name there, and each table entry has a constant.
+    #[test]
+    fn constant_names_are_the_sys_table() {
+        fn check(names: &[(&str, u32)], table: sys::names::Table) {
+            assert_eq!(names.len(), table.len());
+            for &(name, bit) in names {
+                assert!(table.contains(&(bit, name)), "{name} = {bit:#x}");
+            }
+        }
+        check(ReqFlags::NAMES, ReqFlags::TABLE);
+        check(RetFlags::NAMES, RetFlags::TABLE);
+        check(SocketEvents::NAMES, SocketEvents::TABLE);
+        check(PollEvents::NAMES, PollEvents::TABLE);
+        check(InodeEvents::NAMES, InodeEvents::TABLE);
     }
 
     #[test]

@@ -121,8 +121,6 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![doc(test(attr(deny(warnings))))]
 
-pub mod backend;
-mod detect;
 mod error;
 mod event;
 mod flags;
@@ -134,10 +132,10 @@ mod ring;
 pub mod source;
 mod timeout;
 
-pub use detect::Backend;
 pub use error::{Error, Op, Result};
 pub use event::{Event, EventKind, Events, Iter, Key};
 pub use flags::{InodeEvents, PollEvents, ReqFlags, RetFlags, SocketEvents};
+pub use kevent_backend::{Backend, BackendError};
 pub use kevent_sys::detect::Unavailable;
 pub use posix_timer::{Clock, PosixTimer};
 pub use queue::{Builder, Queue, ReadyOutcome};

@@ -4,9 +4,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kevent_sys::SIGEV_KEVENT;
 
-use crate::backend::{PosixTimerId, RawBackend};
 use crate::error::{Error, Op, Result};
 use crate::queue::Queue;
+use kevent_backend::{Backend, PosixTimerId};
 
 use std::os::fd::AsRawFd;
 
@@ -63,7 +63,7 @@ impl Clock {
 /// ```
 #[derive(Debug)]
 pub struct PosixTimer {
-    backend: RawBackend,
+    backend: Backend,
     id: PosixTimerId,
 }
 
@@ -90,9 +90,9 @@ impl PosixTimer {
     /// [`Op::TimerCreate`]: `EINVAL` for a clock the backend does not support, `EBADF`/
     /// `EINVAL` for a queue fd that is not a queue; `EAGAIN`/`ENOMEM` for resource limits.
     pub fn new(queue: &Queue, clock: Clock, cookie: u64) -> Result<PosixTimer> {
-        let backend = queue.raw_backend();
+        let backend = queue.backend();
         // The queue fd travels in the first int of `_sigev_un` (spec section 2).
-        let mut sev = crate::backend::zeroed_sigevent();
+        let mut sev = kevent_backend::zeroed_sigevent();
         sev.sigev_notify = SIGEV_KEVENT as libc::c_int;
         sev.sigev_notify_thread_id = queue.as_raw_fd();
         sev.sigev_value = libc::sigval {
@@ -168,10 +168,7 @@ impl PosixTimer {
     /// The backend's timer id (what [`EventKind::PosixTimer`](crate::EventKind::PosixTimer)
     /// calls `timer`).
     pub fn id(&self) -> u64 {
-        match self.id {
-            PosixTimerId::Native(id) => id as u32 as u64,
-            PosixTimerId::Fallback(id) => u64::from(id.0),
-        }
+        self.id.as_u64()
     }
 
     /// `timer_delete(id)`—Deletes the timer (what dropping it does, with the error

@@ -9,14 +9,13 @@ use kevent_sys::{
     Errno, KEVENT_CTL_ADD, KEVENT_CTL_READY, KEVENT_CTL_REMOVE, KEVENT_RET_BROKEN, ukevent,
 };
 
-use crate::backend::{self, RawBackend};
-use crate::detect::Backend;
 use crate::error::{Error, Op, Result};
 use crate::event::{Event, Events, Key};
 use crate::registration::{Added, Guard, Registration};
 use crate::ring::{RingConsumer, RingMem, SharedRing};
 use crate::source::{Kevent, Source};
 use crate::timeout::Timeout;
+use kevent_backend::Backend;
 
 /// Which [`Registration`] currently owns each key (see [`Registration`]'s docs on keys).
 #[derive(Debug, Default)]
@@ -56,7 +55,7 @@ pub(crate) struct Inner {
     // `kevent_init`'s contract requires (the engine may write the ring until then).
     pub(crate) fd: OwnedFd,
     pub(crate) ring: Option<RingMem>,
-    pub(crate) backend: RawBackend,
+    pub(crate) backend: Backend,
     pub(crate) keys: Mutex<Keys>,
     /// Whether a ring consumer (single or shared) exists.
     consumer: AtomicBool,
@@ -132,11 +131,11 @@ pub struct Queue {
 /// Options for a [`Queue`].
 ///
 /// ```
-/// use kevent::{Queue, backend::RawBackend};
+/// use kevent::{Backend, Queue};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let queue = Queue::builder()
 ///     .ring_size(256)
-///     .backend(RawBackend::fallback())
+///     .backend(Backend::fallback())
 ///     .nonblocking(true)
 ///     .build()?;
 /// assert_eq!(queue.ring_size(), Some(256));
@@ -147,7 +146,7 @@ pub struct Queue {
 #[must_use]
 pub struct Builder {
     ring: Option<u32>,
-    backend: Option<RawBackend>,
+    backend: Option<Backend>,
     nonblocking: bool,
 }
 
@@ -160,7 +159,7 @@ impl Builder {
     }
 
     /// Runs the queue on `backend` instead of the process's choice (tests, benchmarks).
-    pub fn backend(mut self, backend: RawBackend) -> Builder {
+    pub fn backend(mut self, backend: Backend) -> Builder {
         self.backend = Some(backend);
         self
     }
@@ -184,7 +183,7 @@ impl Builder {
     pub fn build(self) -> Result<Queue> {
         let backend = match self.backend {
             Some(b) => b,
-            None => RawBackend::current().map_err(|e| Error::unavailable(Op::Backend, e))?,
+            None => Backend::current().map_err(|e| Error::unavailable(Op::Backend, e))?,
         };
         let ring = match self.ring {
             None => None,
@@ -234,11 +233,6 @@ impl Queue {
 
     /// The backend serving this queue.
     pub fn backend(&self) -> Backend {
-        self.inner.backend.kind().into()
-    }
-
-    /// The raw backend serving this queue.
-    pub fn raw_backend(&self) -> RawBackend {
         self.inner.backend
     }
 
@@ -257,7 +251,7 @@ impl Queue {
     ///
     /// [`Op::SetNonblocking`] with the `fcntl` error.
     pub fn set_nonblocking(&self, on: bool) -> Result<()> {
-        backend::set_nonblocking(self.inner.fd.as_fd(), on)
+        kevent_backend::set_nonblocking(self.inner.fd.as_fd(), on)
             .map_err(|e| Error::os(Op::SetNonblocking, e))
     }
 

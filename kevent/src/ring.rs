@@ -17,19 +17,20 @@
 //!
 //! # Memory ordering
 //!
-//! The producer (the kernel, or the fallback engine running in the thread that called
-//! `kevent_wait`/`kevent_get_events`) writes entries and then stores `ring_kidx` with Release.
-//! Consumers load `ring_kidx` with Acquire before reading the entries below it, which pairs
-//! with that store: every entry below the loaded index is fully written. `ring_over` is
-//! written by `kevent_commit` (Release) and loaded with Acquire.
+//! The protocol (header orderings, slot addressing, occupancy) is the one of
+//! [`kevent_sys::ring`]: the producer writes entries and then stores `ring_kidx` with
+//! Release; these consumers load it with Acquire ([`RingView::kidx`]) before reading the
+//! entries below it. `ring_over` is written by `kevent_commit` (Release) and loaded with
+//! Acquire. Positions here are absolute (`u64`); they are reduced mod `n` only to address a
+//! slot or to name an index to the ABI.
 //!
 //! # Safety
 //!
 //! This module holds the crate's unsafe code for ring memory and for adopting the queue fd:
 //!
 //! * [`RingMem`] is an anonymous `mmap` of `8 + n * 40` bytes, 8-aligned, owned by the queue.
-//!   It is only ever accessed through raw pointers (and `AtomicU32::from_ptr` for the two
-//!   indices), never through `&mut`, because the producer writes it behind Rust's back.
+//!   It is only ever accessed through its [`RingView`] (atomics for the two indices, raw slot
+//!   pointers), never through `&mut`, because the producer writes it behind Rust's back.
 //! * The memory must stay valid until the queue fd *and every duplicate of it* are closed
 //!   (`kevent_init`'s contract). The queue closes its fd before the ring is dropped (field
 //!   order of `Inner`). A duplicate made with `as_fd().try_clone_to_owned()` (safe code) could
@@ -48,16 +49,17 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use kevent_sys::{Errno, kevent_ring, ukevent};
+use kevent_sys::Errno;
+use kevent_sys::ring::{self, RingView};
 
-use crate::backend::RawBackend;
 use crate::error::{Error, Op, Result};
 use crate::event::Event;
 use crate::queue::Queue;
 use crate::timeout::Timeout;
+use kevent_backend::Backend;
 
 /// The largest ring this crate allocates: 2^22 slots (160 MiB of address space, touched
 /// only as it fills).
@@ -66,7 +68,7 @@ pub const MAX_RING_SIZE: u32 = 1 << 22;
 /// A queue's ring memory (see the module's `# Safety`).
 #[derive(Debug)]
 pub(crate) struct RingMem {
-    base: NonNull<kevent_ring>,
+    view: RingView,
     n: u32,
     len: usize,
     /// Keep the address range reserved (PROT_NONE) instead of unmapping it on drop.
@@ -84,7 +86,7 @@ unsafe impl Sync for RingMem {}
 
 impl RingMem {
     /// Maps a zeroed ring of `n` slots (`2 <= n <= MAX_RING_SIZE`).
-    pub(crate) fn new(n: u32, backend: &RawBackend) -> std::result::Result<RingMem, Errno> {
+    pub(crate) fn new(n: u32, backend: &Backend) -> std::result::Result<RingMem, Errno> {
         if !(2..=MAX_RING_SIZE).contains(&n) {
             return Err(Errno::EINVAL);
         }
@@ -104,12 +106,15 @@ impl RingMem {
         if p == libc::MAP_FAILED {
             return Err(Errno::last());
         }
-        let base = NonNull::new(p.cast::<kevent_ring>()).ok_or(Errno::ENOMEM)?;
+        let base = NonNull::new(p.cast()).ok_or(Errno::ENOMEM)?;
         Ok(RingMem {
-            base,
+            // SAFETY: our fresh mapping of `ring_bytes(n)` bytes, page-aligned, lives until
+            // `drop` (which runs after the queue fd is closed); nothing references it but
+            // this view.
+            view: unsafe { RingView::new(base, n) },
             n,
             len,
-            tombstone: matches!(backend, RawBackend::Native(..)),
+            tombstone: backend.dup_is_queue(),
         })
     }
 
@@ -118,44 +123,29 @@ impl RingMem {
         self.n
     }
 
-    /// `ring_kidx`, loaded with Acquire: pairs with the producer's Release store after it
-    /// wrote the entries below it.
+    /// `ring_kidx`, loaded with Acquire ([`RingView::kidx`]), clamped below `n`: a value
+    /// `>= n` can only come from a misbehaving producer; never index with it.
     fn kidx(&self) -> u32 {
-        // SAFETY: the header lies in our live mapping, is 4-aligned (the mapping is
-        // page-aligned, the field at offset 0), and is only ever accessed atomically by us and
-        // written atomically (or by the kernel, as a plain aligned 32-bit store) by the
-        // producer.
-        let a = unsafe { AtomicU32::from_ptr(&raw mut (*self.base.as_ptr()).ring_kidx) };
-        // Clamp: a value >= n can only come from a misbehaving producer; never index with it.
-        a.load(Ordering::Acquire).min(self.n - 1)
+        self.view.kidx().min(self.n - 1)
     }
 
     /// `ring_over`, loaded with Acquire (written by `kevent_commit`).
     fn over(&self) -> u32 {
-        // SAFETY: as in `kidx`, for the field at offset 4.
-        let a = unsafe { AtomicU32::from_ptr(&raw mut (*self.base.as_ptr()).ring_over) };
-        a.load(Ordering::Acquire)
+        self.view.over()
     }
 
-    /// A pointer to slot `i % n`.
-    fn slot(&self, i: u64) -> *const ukevent {
-        let i = (i % u64::from(self.n)) as usize;
-        // SAFETY: `i < n`, and the mapping holds `n` entries after the 8-byte header, so the
-        // offset stays inside the allocation.
-        unsafe {
-            (&raw const (*self.base.as_ptr()).event)
-                .cast::<ukevent>()
-                .add(i)
-        }
+    /// Slot index of the absolute position `i`.
+    fn index(&self, i: u64) -> u32 {
+        (i % u64::from(self.n)) as u32
     }
 
     /// Copies slot `i` out.
     ///
     /// The caller only reads published, uncommitted slots (module `# Safety`).
     fn read(&self, i: u64) -> Event {
-        // SAFETY: the slot is inside the mapping (`slot`), aligned to 8 (header 8, entries
-        // 40), and published and uncommitted, so the producer does not write it now.
-        Event::from_raw(unsafe { self.slot(i).read() })
+        // SAFETY: the slot is published and uncommitted (the caller's guarantee), so the
+        // producer does not write it now.
+        Event::from_raw(unsafe { self.view.read(self.index(i)) })
     }
 
     /// The slots `start..start + len` (not crossing the end of the array) as events.
@@ -166,18 +156,18 @@ impl RingMem {
         if len == 0 {
             return &[];
         }
-        let first = start % u64::from(self.n);
-        let len = (len as u64).min(u64::from(self.n) - first) as usize;
+        let first = self.index(start);
+        let len = len.min(self.n - first) as usize;
         // SAFETY: `len` slots from `first` lie inside the mapping (clamped above); `Event` is
         // `repr(transparent)` over `ukevent`; no one writes these slots while the slice lives
         // (the caller's guarantee).
-        unsafe { std::slice::from_raw_parts(self.slot(start).cast::<Event>(), len) }
+        unsafe { std::slice::from_raw_parts(self.view.slot(first).cast::<Event>(), len) }
     }
 }
 
 impl Drop for RingMem {
     fn drop(&mut self) {
-        let p = self.base.as_ptr().cast::<libc::c_void>();
+        let p = self.view.base().as_ptr().cast::<libc::c_void>();
         if self.tombstone {
             // SAFETY: replaces our own mapping (same address and length) by an inaccessible
             // reservation: nothing in this process references it any more (the queue fd is
@@ -202,17 +192,17 @@ impl Drop for RingMem {
 
 /// `kevent_init(ring, n, 0)` through `backend`, adopting the new fd.
 pub(crate) fn init(
-    backend: &RawBackend,
+    backend: &Backend,
     ring: Option<&RingMem>,
 ) -> std::result::Result<OwnedFd, Errno> {
     let (ptr, n) = match ring {
-        Some(r) => (r.base.as_ptr(), r.n),
+        Some(r) => (r.view.base().as_ptr(), r.n),
         None => (std::ptr::null_mut(), 0),
     };
     // SAFETY: `ptr` is null with `n == 0`, or our mapping of `8 + n * 40` bytes, 8-aligned,
     // which the queue keeps valid until its fd is closed (and, on native, reserved forever
     // after): `init`'s contract. No `&`/`&mut` to it exists.
-    let fd = unsafe { backend.init(ptr, n, 0) }?;
+    let fd = unsafe { kevent_backend::init(*backend, ptr, n, 0) }?;
     if fd < 0 {
         return Err(Errno::EIO);
     }
@@ -220,12 +210,11 @@ pub(crate) fn init(
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// How many produced entries lie at or after `pos` (absolute): `(kidx - pos) mod n`.
-/// Valid because `pos` is never more than `n - 1` behind the producer (**D12**).
+/// How many produced entries lie at or after `pos` (absolute): the ring's occupancy from
+/// `pos` to `ring_kidx`. Valid because `pos` is never more than `n - 1` behind the producer
+/// (**D12**).
 fn produced_after(ring: &RingMem, pos: u64) -> u32 {
-    let n = ring.n;
-    let p = (pos % u64::from(n)) as u32;
-    (ring.kidx() + n - p) % n
+    ring::occupancy(ring.n, ring.kidx(), ring.index(pos))
 }
 
 /// The single consumer of a queue's ring.
@@ -303,9 +292,9 @@ impl<'q> RingConsumer<'q> {
         if self.available() == 0 {
             self.commit_read(self.ring.over())?;
             let (ts, flags) = timeout.into().as_timespec();
-            let uidx = (self.committed % u64::from(self.ring.n)) as u32;
+            let uidx = self.ring.index(self.committed);
             self.queue
-                .raw_backend()
+                .backend()
                 .wait(self.queue.as_raw_fd(), self.ring.n - 1, uidx, &ts, flags)
                 .map_err(|e| Error::os(Op::Wait, e))?;
         }
@@ -329,10 +318,10 @@ impl<'q> RingConsumer<'q> {
         if self.pos == self.committed {
             return Ok(0);
         }
-        let new_uidx = (self.pos % u64::from(self.ring.n)) as u32;
+        let new_uidx = self.ring.index(self.pos);
         let released = self
             .queue
-            .raw_backend()
+            .backend()
             .commit(self.queue.as_raw_fd(), new_uidx, over)
             .map_err(|e| Error::os(Op::Commit, e))?;
         self.committed = self.pos;
@@ -513,7 +502,7 @@ impl<'q> SharedRing<'q> {
             // entries ahead of it and the modular distance is exact.
             let avail = produced_after(self.ring, next);
             if avail > 0 {
-                let to_end = n - (next % u64::from(n)) as u32;
+                let to_end = n - self.ring.index(next);
                 let k = avail.min(to_end).min(max);
                 if self
                     .next
@@ -552,10 +541,10 @@ impl<'q> SharedRing<'q> {
             }
             let left = Timeout::until(deadline);
             let (ts, flags) = left.as_timespec();
-            let uidx = (committed % u64::from(n)) as u32;
+            let uidx = self.ring.index(committed);
             let moved = self
                 .queue
-                .raw_backend()
+                .backend()
                 .wait(self.queue.as_raw_fd(), n - 1, uidx, &ts, flags)
                 .map_err(|e| Error::os(Op::Wait, e))?;
             if moved == 0 && self.committed_hint.load(Ordering::Acquire) == committed {
@@ -581,11 +570,10 @@ impl<'q> SharedRing<'q> {
 
     /// Marks `start..start + len` done and commits the longest done prefix.
     fn finish(&self, start: u64, len: u32) -> Result<u32> {
-        let n = u64::from(self.ring.n);
         for pos in start..start + u64::from(len) {
             // Release: pairs with the committer's Acquire load, so every read of the slot
             // (through the batch) happens before the slot is released.
-            self.done[(pos % n) as usize].store(pos + 1, Ordering::Release);
+            self.done[self.ring.index(pos) as usize].store(pos + 1, Ordering::Release);
         }
         self.commit_done()
     }
@@ -593,10 +581,11 @@ impl<'q> SharedRing<'q> {
     /// `kevent_commit`—Commits the longest prefix of done slots; returns the slots released.
     fn commit_done(&self) -> Result<u32> {
         let mut committed = self.lock();
-        let n = u64::from(self.ring.n);
         let limit = self.next.load(Ordering::Acquire);
         let mut pos = *committed;
-        while pos < limit && self.done[(pos % n) as usize].load(Ordering::Acquire) == pos + 1 {
+        while pos < limit
+            && self.done[self.ring.index(pos) as usize].load(Ordering::Acquire) == pos + 1
+        {
             pos += 1;
         }
         if pos == *committed {
@@ -604,8 +593,12 @@ impl<'q> SharedRing<'q> {
         }
         let released = self
             .queue
-            .raw_backend()
-            .commit(self.queue.as_raw_fd(), (pos % n) as u32, self.ring.over())
+            .backend()
+            .commit(
+                self.queue.as_raw_fd(),
+                self.ring.index(pos),
+                self.ring.over(),
+            )
             .map_err(|e| Error::os(Op::Commit, e))?;
         *committed = pos;
         self.committed_hint.store(pos, Ordering::Release);

@@ -8,9 +8,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kevent_sys::KEVENT_FLAGS_ABSTIME;
 
-/// The `tv_sec` that means "until an event" (**D6**): half of `time_t::MAX`, so that adding
-/// it to any clock reading cannot overflow (about 146 billion years).
-pub const FOREVER_SECS: libc::time_t = libc::time_t::MAX / 2;
+/// The `tv_sec` that means "until an event" (**D6**), the project's one value
+/// ([`kevent_sys::FOREVER_SECS`]): half of `time_t::MAX`, so that adding it to any clock
+/// reading cannot overflow (about 146 billion years).
+pub use kevent_sys::FOREVER_SECS;
 
 /// How long a wait may block.
 ///

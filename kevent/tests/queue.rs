@@ -5,7 +5,6 @@ mod util;
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant, SystemTime};
 
-use kevent::backend::RawBackend;
 use kevent::{Backend, Events, Key, Op, Queue, Timeout, User};
 use util::{ExpectEvent, expect_events};
 
@@ -25,7 +24,7 @@ fn s6_backend_is_the_process_choice_or_the_override() {
     let q = Queue::new().unwrap();
     assert_eq!(q.backend(), Backend::current().unwrap());
     let f = Queue::builder()
-        .backend(RawBackend::fallback())
+        .backend(Backend::fallback())
         .build()
         .unwrap();
     assert_eq!(f.backend(), Backend::Fallback);

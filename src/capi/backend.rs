@@ -10,17 +10,16 @@
 use std::ffi::{CString, c_char};
 use std::sync::OnceLock;
 
-use kevent::backend::RawBackend;
+use kevent_backend::Backend;
 use kevent_sys::Errno;
-use kevent_sys::detect::{self, Backend};
 
 /// The process's backend for the C calls; `ENOSYS` when there is none (`KEVENT_BACKEND`
 /// invalid, or `native` and unavailable: `kevent_backend_unavailable()` says why). Kept as
 /// the bare `Copy` value after the first call: every C call starts here.
-pub(crate) fn process() -> Result<RawBackend, Errno> {
-    static PROCESS: OnceLock<Option<RawBackend>> = OnceLock::new();
+pub(crate) fn process() -> Result<Backend, Errno> {
+    static PROCESS: OnceLock<Option<Backend>> = OnceLock::new();
     PROCESS
-        .get_or_init(|| RawBackend::current().ok())
+        .get_or_init(|| Backend::current().ok())
         .ok_or(Errno::ENOSYS)
 }
 
@@ -33,10 +32,7 @@ pub(crate) fn process() -> Result<RawBackend, Errno> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kevent_backend() -> *const c_char {
     match process() {
-        Ok(b) => match b.kind() {
-            Backend::Native => c"native".as_ptr(),
-            Backend::Fallback => c"fallback".as_ptr(),
-        },
+        Ok(b) => b.as_cstr().as_ptr(),
         Err(_) => std::ptr::null(),
     }
 }
@@ -51,10 +47,7 @@ pub unsafe extern "C" fn kevent_backend() -> *const c_char {
 pub unsafe extern "C" fn kevent_backend_unavailable() -> *const c_char {
     static WHY: OnceLock<Option<CString>> = OnceLock::new();
     let why = WHY.get_or_init(|| {
-        let reason = match detect::current() {
-            Ok(d) => d.unavailable.as_ref().map(ToString::to_string),
-            Err(why) => Some(why.to_string()),
-        };
+        let reason = Backend::native_unavailable().map(ToString::to_string);
         // A reason never holds NUL, but a C string must not: escape rather than fail.
         reason.and_then(|s| CString::new(s.replace('\0', "\\0")).ok())
     });
@@ -73,12 +66,12 @@ mod tests {
     fn backend_names_match_the_rust_side() {
         // SAFETY: no arguments; the result is NULL or a static C string.
         let name = unsafe { kevent_backend() };
-        match RawBackend::current() {
+        match Backend::current() {
             Ok(b) => {
                 assert!(!name.is_null());
                 // SAFETY: non-null results are static NUL-terminated strings.
                 let s = unsafe { CStr::from_ptr(name) }.to_str().unwrap();
-                assert_eq!(s, b.kind().as_str());
+                assert_eq!(s, b.as_str());
             }
             Err(_) => assert!(name.is_null()),
         }
@@ -88,7 +81,7 @@ mod tests {
     fn unavailable_is_null_exactly_when_native() {
         // SAFETY: as above.
         let why = unsafe { kevent_backend_unavailable() };
-        let native = RawBackend::current().is_ok_and(|b| b.kind() == Backend::Native);
+        let native = Backend::current().is_ok_and(|b| b.is_native());
         assert_eq!(why.is_null(), native);
         if !why.is_null() {
             // SAFETY: a static NUL-terminated string.

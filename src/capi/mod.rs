@@ -6,9 +6,10 @@
 //! * [`backend`]: `kevent_backend()`, `kevent_backend_unavailable()`.
 //!
 //! Every entry point follows one pattern: take the process's backend
-//! ([`kevent::backend::RawBackend::current`]), move C memory in and out through `uaccess` (the
-//! one place where a bad pointer becomes `EFAULT`), call the backend, and return through
-//! `errno::c_return` (the value, or `-1` with `errno` set).
+//! ([`kevent_backend::Backend::current`], cached), call the dispatch's C-memory entry point
+//! ([`kevent_backend::user`]: where a bad pointer becomes `EFAULT`), and return through
+//! `errno::c_return` (the value, or `-1` with `errno` set). No function here matches on the
+//! backend.
 //!
 //! A panic that reaches an `extern "C"` boundary aborts the process, so nothing reachable from
 //! these functions unwraps or indexes out of bounds.
@@ -17,4 +18,3 @@ pub mod backend;
 pub mod calls;
 mod errno;
 pub mod posix_timer;
-mod uaccess;

@@ -5,23 +5,23 @@
 //! int of `_sigev_un` (spec section 2). On a kevent kernel the backend issues the kernel's
 //! `timer_*` syscalls; on the fallback the engine emulates them. Either way the `timer_t` C
 //! gets is the backend's timer id carried in the pointer-sized `timer_t`
-//! ([`kevent::backend::PosixTimerId`]), so it is only valid with these four calls.
+//! ([`kevent_backend::PosixTimerId`]), so it is only valid with these four calls.
 //!
-//! Arguments are few bytes; they are copied through `uaccess` on both backends.
+//! Each function is the `extern "C"` face of the dispatch's C-memory entry point
+//! ([`kevent_backend::user`]), which copies the few bytes of arguments without trusting them.
 //!
 //! # Safety
 //!
-//! C pointers are only passed to `uaccess`, which reads and writes them without trusting them
-//! (`EFAULT`).
+//! C pointers are passed on unchanged to [`kevent_backend::user`], whose contracts are these
+//! functions' C contracts.
 #![allow(unsafe_code)]
 
 use std::os::raw::c_int;
 
-use kevent_sys::Errno;
+use kevent_backend::user;
 
 use super::backend::process;
 use super::errno::c_return;
-use super::uaccess;
 
 /// `int kevent_timer_create(clockid_t clockid, struct sigevent *sevp, timer_t *timerid)`—
 /// Creates a POSIX timer whose expiries are reported to the queue named in `*sevp`; stores its
@@ -42,23 +42,8 @@ pub unsafe extern "C" fn kevent_timer_create(
     timerid: *mut libc::timer_t,
 ) -> c_int {
     c_return(process().and_then(|b| {
-        if sevp.is_null() {
-            return Err(Errno::EINVAL);
-        }
-        let sev = uaccess::read_value(sevp.cast_const())?;
-        // Only queue timers: on a kevent kernel the syscall below would also create a
-        // SIGEV_NONE or SIGEV_SIGNAL timer, which these four calls are not for (and which the
-        // fallback cannot make), so both backends refuse them here.
-        if sev.sigev_notify != kevent_sys::SIGEV_KEVENT as c_int {
-            return Err(Errno::EINVAL);
-        }
-        let id = b.timer_create(clockid, &sev)?;
-        if let Err(e) = uaccess::write_value(timerid, &id.to_timer_t()) {
-            // Nobody can name this timer: do not leak it.
-            let _ = b.timer_delete(id);
-            return Err(e);
-        }
-        Ok(())
+        // SAFETY: this function's C contract is `user::timer_create`'s.
+        unsafe { user::timer_create(b, clockid, sevp.cast_const(), timerid) }
     }))
 }
 
@@ -80,17 +65,8 @@ pub unsafe extern "C" fn kevent_timer_settime(
     old_value: *mut libc::itimerspec,
 ) -> c_int {
     c_return(process().and_then(|b| {
-        let id = b.timer_from_timer_t(timerid)?;
-        if new_value.is_null() {
-            return Err(Errno::EINVAL);
-        }
-        let new = uaccess::read_value(new_value)?;
-        if old_value.is_null() {
-            return b.timer_settime(id, flags, &new, None);
-        }
-        let mut old = new;
-        b.timer_settime(id, flags, &new, Some(&mut old))?;
-        uaccess::write_value(old_value, &old)
+        // SAFETY: this function's C contract is `user::timer_settime`'s.
+        unsafe { user::timer_settime(b, timerid, flags, new_value, old_value) }
     }))
 }
 
@@ -106,9 +82,8 @@ pub unsafe extern "C" fn kevent_timer_gettime(
     curr_value: *mut libc::itimerspec,
 ) -> c_int {
     c_return(process().and_then(|b| {
-        let id = b.timer_from_timer_t(timerid)?;
-        let cur = b.timer_gettime(id)?;
-        uaccess::write_value(curr_value, &cur)
+        // SAFETY: this function's C contract is `user::timer_gettime`'s.
+        unsafe { user::timer_gettime(b, timerid, curr_value) }
     }))
 }
 
@@ -120,5 +95,5 @@ pub unsafe extern "C" fn kevent_timer_gettime(
 /// None beyond C's.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn kevent_timer_delete(timerid: libc::timer_t) -> c_int {
-    c_return(process().and_then(|b| b.timer_delete(b.timer_from_timer_t(timerid)?)))
+    c_return(process().and_then(|b| user::timer_delete(b, timerid)))
 }

@@ -4,9 +4,9 @@
 //! `#[macro_use] mod common;`, so the same files also compile as modules of the combined
 //! `conformance` test binary.
 //!
-//! * **Generic runner.** A test body is written once as `fn(b: RawBackend)` and run against
+//! * **Generic runner.** A test body is written once as `fn(b: Backend)` and run against
 //!   every backend this machine has: the fallback always, native when
-//!   [`RawBackend::native`] is `Ok` (otherwise the reason is printed; a missing kevent kernel
+//!   [`Backend::native`] is `Ok` (otherwise the reason is printed; a missing kevent kernel
 //!   is never a failure). [`backend_test!`] declares such a test; [`isolated_test!`] runs each
 //!   backend's run in a child process (re-executing this test binary), for tests that change
 //!   process-wide state: signal dispositions, rlimits, `fork`, closing a queue under waiters.
@@ -27,8 +27,8 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-pub use kevent::backend::RawBackend;
-pub use kevent_sys::detect::Backend;
+pub use kevent_backend::Backend;
+pub use kevent_sys::ring::RingView;
 pub use kevent_sys::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -42,16 +42,16 @@ pub const ROLE_ENV: &str = "KEVENT_TEST_CHILD";
 pub const REQUIRE_ALL_ENV: &str = "KEVENT_REQUIRE_ALL";
 
 /// Every backend available here, with a printed reason for each one that is not.
-pub fn backends(test: &str) -> Vec<RawBackend> {
+pub fn backends(test: &str) -> Vec<Backend> {
     if let Ok(which) = std::env::var(BACKEND_ENV) {
         return match which.as_str() {
-            "fallback" => vec![RawBackend::fallback()],
-            "native" => vec![RawBackend::native().expect("the parent saw a native backend")],
+            "fallback" => vec![Backend::fallback()],
+            "native" => vec![Backend::native().expect("the parent saw a native backend")],
             other => panic!("{BACKEND_ENV}={other:?}"),
         };
     }
-    let mut v = vec![RawBackend::fallback()];
-    match RawBackend::native() {
+    let mut v = vec![Backend::fallback()];
+    match Backend::native() {
         Ok(n) => v.push(n),
         // Not a failure even under KEVENT_REQUIRE_ALL: CI machines have no kevent kernel.
         Err(e) => eprintln!("[{test}] native backend skipped: {}", e.reason()),
@@ -61,9 +61,9 @@ pub fn backends(test: &str) -> Vec<RawBackend> {
 
 /// Runs `body` once per available backend, saying which one runs (the harness shows it on
 /// failure).
-pub fn for_each_backend(test: &str, body: fn(RawBackend)) {
+pub fn for_each_backend(test: &str, body: fn(Backend)) {
     for b in backends(test) {
-        eprintln!("[{test}] on the {} backend", b.kind().as_str());
+        eprintln!("[{test}] on the {} backend", b.as_str());
         body(b);
     }
 }
@@ -81,7 +81,7 @@ macro_rules! backend_test {
         $(#[$m])*
         #[test]
         fn $name() {
-            fn body($b: common::RawBackend) $body
+            fn body($b: common::Backend) $body
             common::for_each_backend(stringify!($name), body);
         }
     )*};
@@ -94,7 +94,7 @@ macro_rules! isolated_test {
         $(#[$m])*
         #[test]
         fn $name() {
-            fn body($b: common::RawBackend) $body
+            fn body($b: common::Backend) $body
             common::isolated(&common::test_path(module_path!(), stringify!($name)), body);
         }
     )*};
@@ -134,7 +134,7 @@ pub const CHILD_LIMIT: Duration = Duration::from_secs(120);
 
 /// Runs `body` in a child process per backend: the child is this test binary, re-executed
 /// with `--exact name` and [`ROLE_ENV`] set; it prints `CHILD-OK` when the body returned.
-pub fn isolated(name: &str, body: fn(RawBackend)) {
+pub fn isolated(name: &str, body: fn(Backend)) {
     if std::env::var(ROLE_ENV).as_deref() == Ok(name) {
         let b = backends(name).remove(0);
         body(b);
@@ -143,14 +143,14 @@ pub fn isolated(name: &str, body: fn(RawBackend)) {
         return;
     }
     for b in backends(name) {
-        let out = run_child(name, b.kind().as_str(), &[], CHILD_LIMIT);
+        let out = run_child(name, b.as_str(), &[], CHILD_LIMIT);
         assert!(
             out.ok,
             "[{name}] child on the {} backend failed: {}",
-            b.kind().as_str(),
+            b.as_str(),
             out.describe()
         );
-        eprintln!("[{name}] child on the {} backend passed", b.kind().as_str());
+        eprintln!("[{name}] child on the {} backend passed", b.as_str());
         // The child's own notes (figures), shown with --nocapture.
         for line in out.stderr.lines().filter(|l| !l.trim().is_empty()) {
             eprintln!("[{name}]   child: {line}");
@@ -283,11 +283,8 @@ pub const ZERO: libc::timespec = libc::timespec {
     tv_nsec: 0,
 };
 
-/// "Until an event" (**D6**): a very large `tv_sec`, as the safe API's `None`.
-pub const FOREVER: libc::timespec = libc::timespec {
-    tv_sec: libc::time_t::MAX / 2,
-    tv_nsec: 0,
-};
+/// "Until an event" (**D6**): a very large `tv_sec`, as the safe API's `Timeout::FOREVER`.
+pub use kevent_sys::FOREVER;
 
 /// A timespec.
 pub const fn ts(sec: i64, nsec: i64) -> libc::timespec {
@@ -349,13 +346,9 @@ pub fn timer(sec: u32, nsec: u32, req: u32) -> ukevent {
 
 /// A SIGNAL kevent for `signo`, with NOMASK when `nomask`.
 pub fn signal(signo: c_int, nomask: bool, req: u32) -> ukevent {
-    let mut id = signo as u32 as u64;
-    if nomask {
-        id |= KEVENT_SIGNAL_NOMASK;
-    }
     ukevent::new(
         KEVENT_SIGNAL,
-        kevent_id::from_u64(id),
+        kevent_id::signal(signo, nomask),
         KEVENT_SIGNAL_DELIVERY,
         req,
     )
@@ -639,15 +632,14 @@ pub fn temp_dir(tag: &str) -> std::path::PathBuf {
 /// Caller-owned ring memory (`8 + n * 40` bytes, 8-aligned), freed only after the queue fd
 /// is closed.
 struct RingMem {
-    base: NonNull<kevent_ring>,
+    view: RingView,
     words: *mut [u64],
-    n: u32,
 }
 
 /// A queue of one backend, closed on drop (before its ring memory is freed).
 pub struct Queue {
     /// The backend serving it.
-    pub b: RawBackend,
+    pub b: Backend,
     /// The queue fd.
     pub fd: RawFd,
     ring: Option<RingMem>,
@@ -657,9 +649,9 @@ pub struct Queue {
 impl std::fmt::Debug for Queue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Queue")
-            .field("backend", &self.b.kind())
+            .field("backend", &self.b.as_str())
             .field("fd", &self.fd)
-            .field("ring", &self.ring.as_ref().map(|r| r.n))
+            .field("ring", &self.ring.as_ref().map(|r| r.view.size()))
             .finish()
     }
 }
@@ -674,9 +666,10 @@ unsafe impl Sync for Queue {}
 impl Queue {
     /// A queue without a ring.
     #[track_caller]
-    pub fn new(b: RawBackend) -> Queue {
+    pub fn new(b: Backend) -> Queue {
         // SAFETY: a null ring with num 0 registers no memory.
-        let fd = unsafe { b.init(std::ptr::null_mut(), 0, 0) }.expect("kevent_init");
+        let fd =
+            unsafe { kevent_backend::init(b, std::ptr::null_mut(), 0, 0) }.expect("kevent_init");
         Queue {
             b,
             fd,
@@ -688,7 +681,7 @@ impl Queue {
     /// A queue with a ring of `n` slots (the ring memory is zero-filled with a pattern in
     /// the entries, so that writes are visible).
     #[track_caller]
-    pub fn with_ring(b: RawBackend, n: u32) -> Queue {
+    pub fn with_ring(b: Backend, n: u32) -> Queue {
         let bytes = ring_bytes(n).expect("ring size");
         let words = vec![0u64; bytes.div_ceil(8)].into_boxed_slice();
         let words = Box::into_raw(words);
@@ -696,76 +689,63 @@ impl Queue {
         // SAFETY: `base` points to `bytes` zeroed, 8-aligned bytes that stay allocated until
         // `Drop` has closed the queue fd (and every duplicate the test made is closed by the
         // test before it drops the queue).
-        let fd = unsafe { b.init(base.as_ptr(), n, 0) }.expect("kevent_init with a ring");
+        let fd = unsafe { kevent_backend::init(b, base.as_ptr(), n, 0) }
+            .expect("kevent_init with a ring");
+        // SAFETY: as above: the memory outlives every use of the view (dropped with the
+        // queue, after the fd is closed), and the header is only accessed atomically.
+        let view = unsafe { RingView::new(base, n) };
         Queue {
             b,
             fd,
-            ring: Some(RingMem { base, words, n }),
+            ring: Some(RingMem { view, words }),
             closed: false,
         }
     }
 
     /// The ring size `n`.
     pub fn ring_size(&self) -> u32 {
-        self.ring.as_ref().expect("queue has a ring").n
+        self.view().size()
     }
 
-    fn ring_base(&self) -> NonNull<kevent_ring> {
-        self.ring.as_ref().expect("queue has a ring").base
+    /// The ring, through the one ring definition (`kevent_sys::ring`).
+    pub fn view(&self) -> RingView {
+        self.ring.as_ref().expect("queue has a ring").view
     }
 
     /// `ring_kidx`, loaded with Acquire (pairs with the producer's Release store).
     pub fn kidx(&self) -> u32 {
-        // SAFETY: the header is valid and aligned while `self` lives; the engine stores
-        // `ring_kidx` atomically, so an atomic view of it is sound.
-        unsafe { AtomicU32::from_ptr(&raw mut (*self.ring_base().as_ptr()).ring_kidx) }
-            .load(Ordering::Acquire)
+        self.view().kidx()
     }
 
     /// `ring_over`, loaded with Acquire.
     pub fn over(&self) -> u32 {
-        // SAFETY: as in `kidx`, for `ring_over`.
-        unsafe { AtomicU32::from_ptr(&raw mut (*self.ring_base().as_ptr()).ring_over) }
-            .load(Ordering::Acquire)
+        self.view().over()
     }
 
-    /// Ring entry `i` (a volatile copy; call after loading `ring_kidx`).
+    /// Ring entry `i` (call after loading `ring_kidx`).
     pub fn slot(&self, i: u32) -> ukevent {
-        let n = self.ring_size();
-        assert!(i < n);
-        // SAFETY: `i < n`, so the entry lies inside the `n` entries allocated for the ring;
-        // a slot published by `ring_kidx` (Acquire above) is not written again until it is
-        // committed, and a read of plain integers is valid for any bit pattern.
-        unsafe {
-            (&raw const (*self.ring_base().as_ptr()).event)
-                .cast::<ukevent>()
-                .add(i as usize)
-                .read_volatile()
-        }
+        assert!(i < self.ring_size());
+        // SAFETY: a slot published by `ring_kidx` (Acquire above) is not written again until
+        // it is committed; tests read other slots only while no call runs on the queue.
+        unsafe { self.view().read(i) }
     }
 
     /// Overwrites ring entry `i` with `e` (to see whether the engine writes it again).
     pub fn poke_slot(&self, i: u32, e: ukevent) {
-        let n = self.ring_size();
-        assert!(i < n);
-        // SAFETY: as in `slot`; tests poke only slots the engine may not write (uncommitted
-        // or, after close, none).
-        unsafe {
-            (&raw mut (*self.ring_base().as_ptr()).event)
-                .cast::<ukevent>()
-                .add(i as usize)
-                .write_volatile(e)
-        }
+        assert!(i < self.ring_size());
+        // SAFETY: tests poke only slots the engine may not write (uncommitted or, after
+        // close, none), while no call runs on the queue.
+        unsafe { self.view().write(i, &e) }
     }
 
     /// The whole ring memory, as bytes (a copy).
     pub fn ring_bytes_copy(&self) -> Vec<u8> {
         let r = self.ring.as_ref().expect("queue has a ring");
-        let len = ring_bytes(r.n).expect("size");
+        let len = ring_bytes(r.view.size()).expect("size");
         let mut v = vec![0u8; len];
         for (i, b) in v.iter_mut().enumerate() {
             // SAFETY: `i < len`, inside the allocation; volatile byte reads of plain memory.
-            *b = unsafe { r.base.as_ptr().cast::<u8>().add(i).read_volatile() };
+            *b = unsafe { r.view.base().as_ptr().cast::<u8>().add(i).read_volatile() };
         }
         v
     }

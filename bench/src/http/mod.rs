@@ -369,7 +369,7 @@ pub fn serve_command(args: &[String]) -> io::Result<u8> {
     };
     let flavour = match kind.as_str() {
         "epoll" => Flavour::Epoll,
-        "kevent" | "safe" => match kevent::backend::RawBackend::current() {
+        "kevent" | "safe" => match kevent_backend::Backend::current() {
             Ok(b) if kind == "safe" => Flavour::Safe(b),
             Ok(b) => Flavour::Kevent(b),
             Err(e) => {
@@ -570,16 +570,16 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
 fn flavour_name(f: Flavour) -> String {
     match f {
         Flavour::Epoll => "epoll".into(),
-        Flavour::Kevent(b) => format!("kevent raw ({})", b.kind().as_str()),
-        Flavour::Safe(b) => format!("kevent safe API ({})", b.kind().as_str()),
+        Flavour::Kevent(b) => format!("kevent raw ({})", b.as_str()),
+        Flavour::Safe(b) => format!("kevent safe API ({})", b.as_str()),
     }
 }
 
 fn flavour_key(f: Flavour) -> String {
     match f {
         Flavour::Epoll => "epoll".into(),
-        Flavour::Kevent(b) => format!("kevent_raw_{}", b.kind().as_str()),
-        Flavour::Safe(b) => format!("kevent_safe_api_{}", b.kind().as_str()),
+        Flavour::Kevent(b) => format!("kevent_raw_{}", b.as_str()),
+        Flavour::Safe(b) => format!("kevent_safe_api_{}", b.as_str()),
     }
 }
 
@@ -660,7 +660,7 @@ fn report(
          connection per request (HTTP/1.0, server closes), counting only complete `200` \
          responses inside the window after a warm-up; ab speaks HTTP/1.0 without keep-alive, \
          wrk HTTP/1.1 keep-alive. Servers: raw `epoll`; `kevent raw`, the ABI calls through \
-         `RawBackend`, registering the sockets accepted in one wait with one ADD and \
+         `kevent_backend::Backend`, registering the sockets accepted in one wait with one ADD and \
          unregistering those closed with one REMOVE; `kevent safe API`, `kevent::Queue` with \
          one `Registration<TcpStream>` per connection (`add_all` per wait; dropping a \
          registration is one REMOVE){}. Listen backlog 65535, capped by \
@@ -922,8 +922,8 @@ fn report(
 fn short_server(s: Server) -> String {
     match s {
         Server::InProcess(Flavour::Epoll) => "epoll".into(),
-        Server::InProcess(Flavour::Kevent(b)) => format!("kevent raw ({})", b.kind().as_str()),
-        Server::InProcess(Flavour::Safe(b)) => format!("safe API ({})", b.kind().as_str()),
+        Server::InProcess(Flavour::Kevent(b)) => format!("kevent raw ({})", b.as_str()),
+        Server::InProcess(Flavour::Safe(b)) => format!("safe API ({})", b.as_str()),
         Server::Nginx => "nginx".into(),
     }
 }
@@ -988,11 +988,11 @@ mod tests {
     /// not `kevent-bench`) against every in-process server: in-process `loadgen::run`.
     #[test]
     fn the_builtin_generator_drives_every_server() {
-        use kevent::backend::RawBackend;
+        use kevent_backend::Backend;
         for f in [
             Flavour::Epoll,
-            Flavour::Kevent(RawBackend::fallback()),
-            Flavour::Safe(RawBackend::fallback()),
+            Flavour::Kevent(Backend::fallback()),
+            Flavour::Safe(Backend::fallback()),
         ] {
             for mode in [Mode::KeepAlive, Mode::Close] {
                 let l = listener().unwrap();
@@ -1027,12 +1027,12 @@ mod tests {
 
     #[test]
     fn a_small_ab_run_against_both_servers() {
-        use kevent::backend::RawBackend;
+        use kevent_backend::Backend;
         let load = Load::Ab {
             requests: 200,
             conns: 10,
         };
-        for f in [Flavour::Epoll, Flavour::Kevent(RawBackend::fallback())] {
+        for f in [Flavour::Epoll, Flavour::Kevent(Backend::fallback())] {
             let r = run_one(&load, Server::InProcess(f), None, None, None);
             if have("ab") {
                 let r = r.unwrap();

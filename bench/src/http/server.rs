@@ -32,8 +32,8 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kevent::backend::RawBackend;
 use kevent::{Added, Events, Queue, Registration, ReqFlags, Socket, SocketEvents};
+use kevent_backend::Backend;
 use kevent_sys::{
     KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_CTL_REMOVE, KEVENT_REQ_ALWAYS_QUEUE,
     KEVENT_RET_BROKEN, KEVENT_SOCKET, KEVENT_SOCKET_ACCEPT, KEVENT_SOCKET_RECV, KEVENT_SOCKET_SEND,
@@ -252,9 +252,9 @@ pub enum Flavour {
     /// Raw epoll.
     Epoll,
     /// A kevent queue on this backend, through the raw ABI calls.
-    Kevent(RawBackend),
+    Kevent(Backend),
     /// A kevent queue on this backend, through the safe API (`kevent::Queue`).
-    Safe(RawBackend),
+    Safe(Backend),
 }
 
 /// Serves on `listener` until `stop` is set (checked at least every 50 ms).
@@ -329,7 +329,7 @@ fn socket_kevent(fd: RawFd, event: u32) -> ukevent {
     )
 }
 
-fn serve_kevent(backend: RawBackend, lfd: RawFd, stop: &AtomicBool) -> ServerStats {
+fn serve_kevent(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats {
     let responses = responses();
     let q = RawQueue::new(backend, 0).expect("kevent_init");
     let mut st = ServerStats::default();
@@ -402,7 +402,7 @@ fn serve_kevent(backend: RawBackend, lfd: RawFd, stop: &AtomicBool) -> ServerSta
 }
 
 /// The safe-API server: connections are `Registration<TcpStream>`s, indexed by fd.
-fn serve_safe(backend: RawBackend, listener: &TcpListener, stop: &AtomicBool) -> ServerStats {
+fn serve_safe(backend: Backend, listener: &TcpListener, stop: &AtomicBool) -> ServerStats {
     let responses = responses();
     let q = Queue::builder()
         .backend(backend)
@@ -542,11 +542,11 @@ mod tests {
 
     #[test]
     fn kevent_server_answers() {
-        exercise(Flavour::Kevent(RawBackend::fallback()));
+        exercise(Flavour::Kevent(Backend::fallback()));
     }
 
     #[test]
     fn safe_api_server_answers() {
-        exercise(Flavour::Safe(RawBackend::fallback()));
+        exercise(Flavour::Safe(Backend::fallback()));
     }
 }

@@ -14,7 +14,7 @@ use crate::rules::Report;
 /// A SIGNAL kevent's source; the signal number is checked when it is armed
 /// (`dispatch::watch` answers `EINVAL` for signals that cannot be watched).
 pub(crate) fn prepare(id: u64) -> Result<Source, Errno> {
-    let (signo, nomask) = crate::signal::decode_id(id);
+    let (signo, nomask) = kevent_sys::kevent_id::from_u64(id).signal_parts();
     if signo <= 0 {
         return Err(Errno::EINVAL);
     }

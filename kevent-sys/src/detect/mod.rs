@@ -57,32 +57,6 @@ pub const SYSFS_ROOT: &str = "/sys/kernel/kevent";
 /// The environment variable that selects the backend: `auto`, `native` or `fallback`.
 pub const BACKEND_ENV: &str = "KEVENT_BACKEND";
 
-/// The backend a process uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    /// The running kernel's kevent syscalls.
-    Native,
-    /// The userspace engine (`kevent-fallback`) over epoll, timerfd, signalfd, eventfd and
-    /// inotify.
-    Fallback,
-}
-
-impl Backend {
-    /// `"native"` or `"fallback"`, the words `KEVENT_BACKEND` uses.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Backend::Native => "native",
-            Backend::Fallback => "fallback",
-        }
-    }
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// What the user asked for with `KEVENT_BACKEND`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Selection {
@@ -233,22 +207,21 @@ pub enum Unavailable {
     },
 }
 
-/// The outcome of detection.
+/// The outcome of detection: native with these syscall numbers, or the fallback and why.
+///
+/// This crate only decides; the one type that names a backend and dispatches to it is
+/// `kevent_backend::Backend`, built from this.
 #[derive(Debug, Clone)]
 pub struct Detection {
-    /// The backend to use.
-    pub backend: Backend,
-    /// The syscall numbers the native backend uses; `Some` exactly when `backend` is
-    /// [`Backend::Native`].
+    /// The syscall numbers the native backend uses; `Some` exactly when native is used.
     pub syscalls: Option<SyscallTable>,
-    /// Why native is not used; `Some` exactly when `backend` is [`Backend::Fallback`].
+    /// Why native is not used; `Some` exactly when the fallback is used.
     pub unavailable: Option<Unavailable>,
 }
 
 impl Detection {
     fn native(syscalls: SyscallTable) -> Detection {
         Detection {
-            backend: Backend::Native,
             syscalls: Some(syscalls),
             unavailable: None,
         }
@@ -256,17 +229,21 @@ impl Detection {
 
     fn fallback(why: Unavailable) -> Detection {
         Detection {
-            backend: Backend::Fallback,
             syscalls: None,
             unavailable: Some(why),
         }
+    }
+
+    /// Whether the native backend is used (the syscall numbers are known and probed).
+    pub const fn is_native(&self) -> bool {
+        self.syscalls.is_some()
     }
 }
 
 /// Runs backend detection (spec section 6) with a chosen sysfs root and selection.
 ///
 /// ```
-/// use kevent_sys::detect::{Backend, Detector, Selection, Unavailable};
+/// use kevent_sys::detect::{Detector, Selection, Unavailable};
 ///
 /// // A root that does not exist: the kernel "does not advertise kevent".
 /// let d = Detector::new()
@@ -274,7 +251,7 @@ impl Detection {
 ///     .selection(Selection::Auto)
 ///     .run()
 ///     .unwrap();
-/// assert_eq!(d.backend, Backend::Fallback);
+/// assert!(!d.is_native());
 /// assert!(matches!(d.unavailable, Some(Unavailable::NotAdvertised { .. })));
 /// ```
 #[derive(Debug, Clone)]
@@ -319,7 +296,7 @@ impl Detector {
     /// Decides the backend.
     ///
     /// With [`Selection::Auto`] this never fails: when native is unavailable the result is
-    /// [`Backend::Fallback`] with the reason in [`Detection::unavailable`].
+    /// the fallback with the reason in [`Detection::unavailable`].
     ///
     /// # Errors
     ///
@@ -415,7 +392,7 @@ mod tests {
             .selection(Selection::Fallback)
             .run()
             .unwrap();
-        assert_eq!(d.backend, Backend::Fallback);
+        assert!(!d.is_native());
         assert!(d.syscalls.is_none());
         assert!(matches!(d.unavailable, Some(Unavailable::Disabled)));
     }
@@ -441,7 +418,7 @@ mod tests {
             .selection(Selection::Auto)
             .run()
             .unwrap();
-        assert_eq!(d.backend, Backend::Fallback);
+        assert!(!d.is_native());
         assert!(d.syscalls.is_none());
         assert!(matches!(
             d.unavailable,

@@ -1,6 +1,6 @@
 //! [`Signal`]: `KEVENT_SIGNAL`.
 
-use kevent_sys::{KEVENT_SIGNAL, KEVENT_SIGNAL_DELIVERY, KEVENT_SIGNAL_NOMASK, kevent_id};
+use kevent_sys::{KEVENT_SIGNAL, KEVENT_SIGNAL_DELIVERY, kevent_id};
 
 use super::{Common, Kevent, NoFd, Source, source_common};
 
@@ -66,13 +66,9 @@ impl Source for Signal {
     type Fd = NoFd;
 
     fn into_kevent(self) -> Kevent<NoFd> {
-        let mut id = self.signo as u32 as u64;
-        if self.nomask {
-            id |= KEVENT_SIGNAL_NOMASK;
-        }
         Kevent::new(
             KEVENT_SIGNAL,
-            kevent_id::from_u64(id),
+            kevent_id::signal(self.signo, self.nomask),
             KEVENT_SIGNAL_DELIVERY,
             self.common,
             NoFd,

@@ -1,5 +1,12 @@
 //! Process-wide routing of signals to SIGNAL kevents (spec section 5, D8, D11).
 //!
+//! This file holds the registry (one `Slot` per signal number), its lock and the doorbell, and
+//! the API ([`watch`], [`unwatch`], [`delivered`], [`doorbell_fd`]); one file per other
+//! responsibility: `owners` (which queue a NOMASK watcher belongs to, and the open check),
+//! `disposition` (saving, restoring and installing dispositions; the `sigaction` helpers),
+//! `handler` (`on_signal`, the only code here that runs in signal context besides the fork
+//! child handler) and `atfork` (this module's part of `fork()`, called by `crate::fork`).
+//!
 //! # Why a `sigaction` handler and not signalfd
 //!
 //! A signalfd only receives a signal that is *blocked in every thread*: a thread that has it
@@ -97,7 +104,8 @@
 //!
 //! # fork (D11)
 //!
-//! Signal kevents are never inherited. A `pthread_atfork` triple, registered once:
+//! Signal kevents are never inherited. The engine's fork handlers (`crate::fork`, one
+//! `pthread_atfork` registration for the whole engine) call:
 //!
 //! * *prepare* (parent, before fork) takes the Mutex, so fork waits until no [`watch`] or
 //!   [`unwatch`] is half done: the child sees a consistent registry. A thread that holds the
@@ -161,7 +169,7 @@
 //! # Safety
 //!
 //! Unsafe code here calls libc (`sigaction`, `pthread_sigmask`, `raise`, `write`, `eventfd`,
-//! `dup3`, `close`, `pthread_atfork`, the `sigset_t` functions), always with pointers to live
+//! `dup3`, `close`, the `sigset_t` functions), always with pointers to live
 //! locals or statics, and converts a saved handler address back into a function pointer: that
 //! address was read by `sigaction` from the kernel and is neither `SIG_DFL` nor `SIG_IGN`, so
 //! it is a handler some code of this process installed, with the signature its `SA_SIGINFO`
@@ -170,12 +178,23 @@
 //! lock; `errno` is saved and restored around them.
 #![allow(unsafe_code)]
 
+mod atfork;
+mod disposition;
+mod handler;
+mod owners;
+
+pub(crate) use atfork::{fork_child, fork_parent, fork_prepare};
+use disposition::*;
+use handler::*;
+pub use owners::Owner;
+use owners::*;
+
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_int, c_void};
 use std::os::fd::{IntoRawFd, RawFd};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use kevent_sys::Errno;
 
@@ -224,189 +243,12 @@ impl Slot {
 /// The registry, indexed by signal number.
 static SIGNALS: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
 
-/// The queue a NOMASK watcher belongs to, as `on_signal` checks that it is still open: the
-/// queue fd `epfd` must still be the epoll that holds the queue's wake eventfd `wake` under
-/// `token` (the same `EPOLL_CTL_MOD` the engine's own liveness check makes; it changes nothing
-/// on a live queue and fails on a closed or reused number).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Owner {
-    /// The queue fd (the queue's epoll).
-    pub epfd: RawFd,
-    /// The queue's wake eventfd, registered in `epfd` with `EPOLLIN`.
-    pub wake: RawFd,
-    /// The epoll data of that registration.
-    pub token: u64,
-}
-
-impl Owner {
-    /// Whether the queue fd still is this queue. Async-signal-safe (one `epoll_ctl`).
-    fn is_open(&self) -> bool {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: self.token,
-        };
-        // SAFETY: `ev` is a live local; epoll_ctl takes integers otherwise and touches no
-        // other memory of ours. On a live queue the MOD re-registers what is there.
-        unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_MOD, self.wake, &mut ev) == 0 }
-    }
-}
-
-/// One record of the NOMASK owner table: `(signal, queue)` with a reference count. Written
-/// under `LOCK`; read by `on_signal` without locks (a record is published by storing `signo`
-/// last and retired by clearing it first).
-struct OwnerRecord {
-    /// The signal, or 0 when the record is free.
-    signo: AtomicI32,
-    epfd: AtomicI32,
-    wake: AtomicI32,
-    token: AtomicU64,
-    /// NOMASK kevents of this queue for this signal.
-    refs: AtomicU32,
-    /// `on_signal` found the queue closed: it no longer swallows the signal.
-    closed: AtomicBool,
-}
-
-impl OwnerRecord {
-    const fn new() -> OwnerRecord {
-        OwnerRecord {
-            signo: AtomicI32::new(0),
-            epfd: AtomicI32::new(-1),
-            wake: AtomicI32::new(-1),
-            token: AtomicU64::new(0),
-            refs: AtomicU32::new(0),
-            closed: AtomicBool::new(false),
-        }
-    }
-
-    fn owner(&self) -> Owner {
-        Owner {
-            epfd: self.epfd.load(SeqCst),
-            wake: self.wake.load(SeqCst),
-            token: self.token.load(SeqCst),
-        }
-    }
-}
-
-/// Records per chunk of the owner table.
-const OWNERS_PER_CHUNK: usize = 32;
-
-/// A chunk of the owner table. Chunks are allocated under `LOCK`, linked once, and never
-/// freed, so `on_signal` can walk them without locks.
-struct OwnerChunk {
-    records: [OwnerRecord; OWNERS_PER_CHUNK],
-    next: AtomicPtr<OwnerChunk>,
-}
-
-static OWNERS: OwnerChunk = OwnerChunk {
-    records: [const { OwnerRecord::new() }; OWNERS_PER_CHUNK],
-    next: AtomicPtr::new(std::ptr::null_mut()),
-};
-
-/// Every record of the owner table. Async-signal-safe (atomic loads only).
-fn owner_records() -> impl Iterator<Item = &'static OwnerRecord> {
-    let mut chunk: Option<&'static OwnerChunk> = Some(&OWNERS);
-    std::iter::from_fn(move || {
-        let c = chunk?;
-        let next = c.next.load(SeqCst);
-        // SAFETY: a non-null `next` was made by `Box::leak` in `owner_add` and is never freed
-        // or unlinked, so it is valid for 'static.
-        chunk = (!next.is_null()).then(|| unsafe { &*next });
-        Some(c.records.iter())
-    })
-    .flatten()
-}
-
-/// Counts one more NOMASK kevent of `owner` for `signo`. Called with `LOCK` held.
-fn owner_add(signo: c_int, owner: Owner) -> Result<(), Errno> {
-    let matches = |r: &OwnerRecord| {
-        r.signo.load(SeqCst) == signo && r.refs.load(SeqCst) > 0 && r.owner() == owner
-    };
-    if let Some(r) = owner_records().find(|r| matches(r)) {
-        let refs = r.refs.load(SeqCst);
-        r.refs
-            .store(refs.checked_add(1).ok_or(Errno::EOVERFLOW)?, SeqCst);
-        return Ok(());
-    }
-    let free = match owner_records().find(|r| r.signo.load(SeqCst) == 0) {
-        Some(r) => r,
-        None => {
-            let mut last: &'static OwnerChunk = &OWNERS;
-            loop {
-                let next = last.next.load(SeqCst);
-                if next.is_null() {
-                    break;
-                }
-                // SAFETY: as in `owner_records`.
-                last = unsafe { &*next };
-            }
-            let chunk: &'static OwnerChunk = Box::leak(Box::new(OwnerChunk {
-                records: [const { OwnerRecord::new() }; OWNERS_PER_CHUNK],
-                next: AtomicPtr::new(std::ptr::null_mut()),
-            }));
-            last.next
-                .store((chunk as *const OwnerChunk).cast_mut(), SeqCst);
-            &chunk.records[0]
-        }
-    };
-    free.epfd.store(owner.epfd, SeqCst);
-    free.wake.store(owner.wake, SeqCst);
-    free.token.store(owner.token, SeqCst);
-    free.closed.store(false, SeqCst);
-    free.refs.store(1, SeqCst);
-    // Published last: `on_signal` looks at a record only once its signal is set.
-    free.signo.store(signo, SeqCst);
-    Ok(())
-}
-
-/// Undoes one [`owner_add`]. Called with `LOCK` held.
-fn owner_remove(signo: c_int, owner: Owner) {
-    let found = owner_records()
-        .find(|r| r.signo.load(SeqCst) == signo && r.refs.load(SeqCst) > 0 && r.owner() == owner);
-    if let Some(r) = found {
-        let refs = r.refs.load(SeqCst) - 1;
-        if refs == 0 {
-            // Retired first, so `on_signal` stops looking before the fields are reused.
-            r.signo.store(0, SeqCst);
-        }
-        r.refs.store(refs, SeqCst);
-    }
-}
-
-/// Whether a NOMASK watcher of `signo` still swallows it: an unowned one exists, or the queue
-/// of an owned one is still open (spec section 4: closing the queue fd releases its kevents,
-/// so a closed queue gives the signal back at once, before the engine notices the close and
-/// releases the kevent itself). A queue found closed is marked so and not asked again.
-/// Async-signal-safe.
-fn nomask_in_force(signo: c_int, slot: &Slot) -> bool {
-    if slot.unowned.load(SeqCst) > 0 {
-        return true;
-    }
-    let mut open = false;
-    for r in owner_records() {
-        if open {
-            break;
-        }
-        if r.signo.load(SeqCst) != signo || r.refs.load(SeqCst) == 0 || r.closed.load(SeqCst) {
-            continue;
-        }
-        if r.owner().is_open() {
-            open = true;
-        } else {
-            r.closed.store(true, SeqCst);
-        }
-    }
-    open
-}
-
 /// The doorbell eventfd, or -1 before the first [`doorbell_fd`] / [`watch`].
 static DOORBELL: AtomicI32 = AtomicI32::new(-1);
 
 /// Serializes [`watch`], [`unwatch`] and the doorbell's creation; held across `fork()` by the
 /// atfork prepare handler.
 static LOCK: Mutex<()> = Mutex::new(());
-
-/// Result of the one `pthread_atfork` registration (0 or an error number).
-static ATFORK: OnceLock<c_int> = OnceLock::new();
 
 thread_local! {
     /// This thread is inside (or entering) a `LOCK` critical section.
@@ -438,188 +280,6 @@ impl Drop for Critical {
     }
 }
 
-/// How a signal's `SIG_DFL` acts (signal(7)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum DefaultAction {
-    /// Ignored (`SIGCHLD`, `SIGURG`, `SIGWINCH`; `SIGCONT`, whose "continue" happens when the
-    /// signal is sent, whatever the disposition).
-    Ignore,
-    /// Stops the process (`SIGTSTP`, `SIGTTIN`, `SIGTTOU`; `SIGSTOP` is never watched).
-    Stop,
-    /// Terminates it, with or without a core dump (everything else, realtime signals too).
-    Terminate,
-}
-
-fn default_action(signo: c_int) -> DefaultAction {
-    match signo {
-        libc::SIGCHLD | libc::SIGURG | libc::SIGWINCH | libc::SIGCONT => DefaultAction::Ignore,
-        libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => DefaultAction::Stop,
-        _ => DefaultAction::Terminate,
-    }
-}
-
-/// The slot index of a signal a SIGNAL kevent may watch, or `EINVAL` for 0, negative numbers,
-/// numbers above `SIGRTMAX()`, `SIGKILL`, `SIGSTOP`, and the numbers the C library reserves
-/// for itself (from 32 to below `SIGRTMIN()`: glibc's 32 and 33).
-fn check_signo(signo: i32) -> Result<usize, Errno> {
-    let valid = signo > 0
-        && signo <= libc::SIGRTMAX()
-        && (signo as usize) < SLOTS
-        && signo != libc::SIGKILL
-        && signo != libc::SIGSTOP
-        && (signo < 32 || signo >= libc::SIGRTMIN());
-    if valid {
-        Ok(signo as usize)
-    } else {
-        Err(Errno::EINVAL)
-    }
-}
-
-/// The address `on_signal` is installed under.
-fn on_signal_addr() -> usize {
-    on_signal as extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) as usize
-}
-
-/// `true` for a disposition that is a function (neither `SIG_DFL` nor `SIG_IGN`).
-fn is_handler(h: usize) -> bool {
-    h != libc::SIG_DFL && h != libc::SIG_IGN
-}
-
-/// The calling thread's `errno` location.
-fn errno_ptr() -> *mut c_int {
-    // SAFETY: `__errno_location` only returns the address of the calling thread's `errno`; it
-    // has no preconditions and is async-signal-safe.
-    unsafe { libc::__errno_location() }
-}
-
-/// An empty `sigset_t`.
-fn empty_set() -> libc::sigset_t {
-    // SAFETY: `sigset_t` is plain integers, so all-zero is a valid value; `sigemptyset` then
-    // writes only through the pointer to this local.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        set
-    }
-}
-
-/// A `sigaction` with every field zero (`SIG_DFL`, no flags, empty mask, no restorer).
-fn zeroed_action() -> libc::sigaction {
-    // SAFETY: `struct sigaction` is integers, a `sigset_t` and an `Option` of a function
-    // pointer, for all of which all-zero bytes are a valid value (`None` for the option).
-    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-    act.sa_mask = empty_set();
-    act
-}
-
-/// The 128-bit form of a mask (bit `s - 1` = signal `s`).
-fn mask_bits(set: &libc::sigset_t) -> [u64; 2] {
-    let mut bits = [0u64; 2];
-    for s in 1..SLOTS {
-        // SAFETY: `set` is a valid `sigset_t` borrowed for the call; `sigismember` only reads it.
-        if unsafe { libc::sigismember(set, s as c_int) } == 1 {
-            bits[(s - 1) / 64] |= 1 << ((s - 1) % 64);
-        }
-    }
-    bits
-}
-
-/// The `sigset_t` of a 128-bit mask. Signals the C library refuses to add (its reserved ones)
-/// are left out.
-fn mask_set(bits: [u64; 2]) -> libc::sigset_t {
-    let mut set = empty_set();
-    for s in 1..SLOTS {
-        if bits[(s - 1) / 64] & (1 << ((s - 1) % 64)) != 0 {
-            // SAFETY: `set` is a valid local `sigset_t`; `sigaddset` writes only into it (and
-            // `errno` for a refused number, which callers in signal context restore).
-            unsafe { libc::sigaddset(&mut set, s as c_int) };
-        }
-    }
-    set
-}
-
-/// Stores `act` as `slot`'s saved disposition. `on_signal` itself is never saved (that would
-/// make it chain to itself): it is saved as `SIG_DFL`.
-fn save(slot: &Slot, act: &libc::sigaction) {
-    let h = if act.sa_sigaction == on_signal_addr() {
-        libc::SIG_DFL
-    } else {
-        act.sa_sigaction
-    };
-    let bits = mask_bits(&act.sa_mask);
-    slot.mask[0].store(bits[0], SeqCst);
-    slot.mask[1].store(bits[1], SeqCst);
-    slot.flags.store(act.sa_flags, SeqCst);
-    slot.handler.store(h, SeqCst);
-}
-
-/// `slot`'s saved disposition as a `sigaction`.
-fn saved_action(slot: &Slot) -> libc::sigaction {
-    let mut act = zeroed_action();
-    act.sa_sigaction = slot.handler.load(SeqCst);
-    act.sa_flags = slot.flags.load(SeqCst);
-    act.sa_mask = mask_set([slot.mask[0].load(SeqCst), slot.mask[1].load(SeqCst)]);
-    act
-}
-
-/// The `sigaction` that installs `on_signal` for `slot` (flags and mask per "Delivered as
-/// usual" in the module documentation).
-fn our_action(slot: &Slot) -> libc::sigaction {
-    let h = slot.handler.load(SeqCst);
-    let f = slot.flags.load(SeqCst);
-    let nomask = slot.nomask.load(SeqCst) > 0;
-    let mut act = zeroed_action();
-    act.sa_sigaction = on_signal_addr();
-    act.sa_flags = libc::SA_SIGINFO;
-    if is_handler(h) {
-        act.sa_flags |= f & (libc::SA_ONSTACK | libc::SA_NODEFER);
-        if nomask || f & libc::SA_RESTART != 0 {
-            act.sa_flags |= libc::SA_RESTART;
-        }
-        act.sa_mask = mask_set([slot.mask[0].load(SeqCst), slot.mask[1].load(SeqCst)]);
-    } else {
-        act.sa_flags |= libc::SA_ONSTACK | libc::SA_RESTART;
-    }
-    act
-}
-
-/// `sigaction(signo, new, &old)`; `new == None` only queries.
-fn sigaction(signo: c_int, new: Option<&libc::sigaction>) -> Result<libc::sigaction, Errno> {
-    let mut old = zeroed_action();
-    let new_ptr = new.map_or(std::ptr::null(), |a| a as *const libc::sigaction);
-    // SAFETY: `new_ptr` is null or points to a live `sigaction` borrowed for the call, which
-    // the C library only reads; `old` is a live local the call only writes. Neither pointer is
-    // kept.
-    let rc = unsafe { libc::sigaction(signo, new_ptr, &mut old) };
-    if rc == 0 { Ok(old) } else { Err(Errno::last()) }
-}
-
-/// Installs `on_signal` for `signo` (its flags recomputed). If the disposition it replaced
-/// is neither `on_signal` nor the saved one, the program changed it behind our back: that
-/// disposition becomes the saved one and the installation is repeated (its flags and mask
-/// depend on the saved disposition).
-fn install(signo: c_int, slot: &Slot) -> Result<(), Errno> {
-    for _ in 0..3 {
-        let prev = sigaction(signo, Some(&our_action(slot)))?;
-        let h = prev.sa_sigaction;
-        if h == on_signal_addr() || h == slot.handler.load(SeqCst) {
-            return Ok(());
-        }
-        save(slot, &prev);
-    }
-    Ok(())
-}
-
-/// Puts the saved disposition back, unless the current one is no longer `on_signal` (the
-/// program replaced it: its choice stays). Async-signal-safe.
-fn restore_if_ours(signo: c_int, slot: &Slot) {
-    if let Ok(cur) = sigaction(signo, None) {
-        if cur.sa_sigaction == on_signal_addr() {
-            let _ = sigaction(signo, Some(&saved_action(slot)));
-        }
-    }
-}
-
 /// Creates the doorbell if it does not exist yet. Called with `LOCK` held.
 fn ensure_doorbell() -> Result<RawFd, Errno> {
     let fd = DOORBELL.load(SeqCst);
@@ -634,24 +294,10 @@ fn ensure_doorbell() -> Result<RawFd, Errno> {
     Ok(fd)
 }
 
-/// Registers the atfork handlers once; `ENOMEM` (or what `pthread_atfork` said) if that failed,
-/// since D11 could not be kept.
+/// Registers the engine's fork handlers once (`crate::fork`); `ENOMEM` (or what
+/// `pthread_atfork` said) if that failed, since D11 could not be kept.
 fn ensure_atfork() -> Result<(), Errno> {
-    let rc = *ATFORK.get_or_init(|| {
-        // SAFETY: the three functions are `extern "C"` functions without arguments that live
-        // as long as the program; `pthread_atfork` only stores their addresses.
-        unsafe {
-            libc::pthread_atfork(
-                Some(atfork_prepare),
-                Some(atfork_parent),
-                Some(atfork_child),
-            )
-        }
-    });
-    match rc {
-        0 => Ok(()),
-        e => Err(Errno::from_raw(e).unwrap_or(Errno::ENOMEM)),
-    }
+    crate::fork::install()
 }
 
 /// Starts reporting deliveries of `signo`; one call per SIGNAL kevent, `nomask` = its
@@ -866,185 +512,6 @@ pub fn doorbell_fd() -> Result<RawFd, Errno> {
     ensure_atfork()?;
     let _critical = Critical::enter();
     ensure_doorbell()
-}
-
-/// Is this a fault the kernel raised for the current instruction (returning would repeat it)?
-fn is_fault(signo: c_int, info: *const libc::siginfo_t) -> bool {
-    let fault_signal = matches!(
-        signo,
-        libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE
-    );
-    // SAFETY: the kernel passes a valid `siginfo_t` to an `SA_SIGINFO` handler; it is only
-    // read, and only when non-null.
-    fault_signal && !info.is_null() && unsafe { (*info).si_code } > 0
-}
-
-/// The process-wide handler of every watched signal (module documentation). Async-signal-safe.
-extern "C" fn on_signal(signo: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
-    // A fault of the library's own copy routine: an error return, invisible to everyone.
-    if super::safecopy::fixup(signo, info, ctx) {
-        return;
-    }
-    let errno = errno_ptr();
-    // SAFETY: `errno` is this thread's errno location, valid for the thread's life.
-    let saved_errno = unsafe { *errno };
-    let Some(slot) = usize::try_from(signo).ok().and_then(|s| SIGNALS.get(s)) else {
-        return;
-    };
-    // Count first, then ring: a queue woken by the doorbell must see the new count.
-    slot.delivered.fetch_add(1, SeqCst);
-    let bell = DOORBELL.load(SeqCst);
-    if bell >= 0 {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live local to the doorbell eventfd, which is never
-        // closed (only replaced atomically by `dup3` in a fork child). A failure (EAGAIN on a
-        // saturated counter) only loses a wake-up.
-        unsafe { libc::write(bell, (&raw const one).cast(), 8) };
-    }
-    let swallow =
-        slot.nomask.load(SeqCst) > 0 && !is_fault(signo, info) && nomask_in_force(signo, slot);
-    if !swallow {
-        // SAFETY: as above; restore before running the program's handler.
-        unsafe { *errno = saved_errno };
-        deliver_as_usual(signo, slot, info, ctx);
-    }
-    // SAFETY: as above.
-    unsafe { *errno = saved_errno };
-}
-
-/// Does what the saved disposition of `signo` says (module documentation, "Delivered as
-/// usual"). Async-signal-safe as long as the program's handler is.
-fn deliver_as_usual(signo: c_int, slot: &Slot, info: *mut libc::siginfo_t, ctx: *mut c_void) {
-    loop {
-        let h = slot.handler.load(SeqCst);
-        let flags = slot.flags.load(SeqCst);
-        if !is_handler(h) && is_fault(signo, info) {
-            // A real fault under SIG_DFL (or SIG_IGN, which the kernel does not honour for a
-            // fault): put SIG_DFL back and return, so that the faulting instruction runs again
-            // and the kernel takes the default action with the fault's own siginfo and core
-            // (returning under SIG_IGN would fault forever).
-            let _ = sigaction(signo, Some(&zeroed_action()));
-            return;
-        }
-        if h == libc::SIG_IGN {
-            return;
-        }
-        if h == libc::SIG_DFL {
-            default_action_now(signo, slot);
-            return;
-        }
-        if flags & libc::SA_RESETHAND != 0
-            && slot
-                .handler
-                .compare_exchange(h, libc::SIG_DFL, SeqCst, SeqCst)
-                .is_err()
-        {
-            // Another delivery reset it first: act on the new disposition.
-            continue;
-        }
-        if flags & libc::SA_SIGINFO != 0 {
-            // SAFETY: `h` was saved from `sigaction` with `SA_SIGINFO` set and is not SIG_DFL or
-            // SIG_IGN, so it is the address of a `void (*)(int, siginfo_t *, void *)` that the
-            // program installed; `info` and `ctx` are the kernel's, valid during this handler.
-            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
-                unsafe { std::mem::transmute::<usize, _>(h) };
-            f(signo, info, ctx);
-        } else {
-            // SAFETY: as above, without `SA_SIGINFO`: a `void (*)(int)`.
-            let f: extern "C" fn(c_int) = unsafe { std::mem::transmute::<usize, _>(h) };
-            f(signo);
-        }
-        return;
-    }
-}
-
-/// Performs `SIG_DFL` for `signo` from inside `on_signal`. Async-signal-safe.
-fn default_action_now(signo: c_int, slot: &Slot) {
-    if default_action(signo) == DefaultAction::Ignore {
-        return;
-    }
-    // Terminate, core or stop: let the kernel do it, with the real disposition.
-    let _ = sigaction(signo, Some(&zeroed_action()));
-    let mut set = empty_set();
-    // SAFETY: `set` is a valid local `sigset_t`; `sigaddset`, `pthread_sigmask` and `raise`
-    // only read it or take no pointer, and all three are async-signal-safe.
-    unsafe {
-        libc::sigaddset(&mut set, signo);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-        libc::raise(signo);
-    }
-    // Still alive: continued after a stop, or the kernel discarded the signal.
-    if slot.watchers.load(SeqCst) > 0 {
-        let _ = sigaction(signo, Some(&our_action(slot)));
-    }
-}
-
-/// atfork *prepare*: hold `LOCK` across `fork()` (module documentation, "fork").
-unsafe extern "C" fn atfork_prepare() {
-    if IN_CRITICAL.try_with(Cell::get).unwrap_or(true) {
-        return;
-    }
-    let guard = LOCK.lock().unwrap_or_else(PoisonError::into_inner);
-    let _ = FORK_GUARD.try_with(move |cell| {
-        if let Ok(mut slot) = cell.try_borrow_mut() {
-            *slot = Some(guard);
-        }
-    });
-}
-
-/// Drops the guard taken by `atfork_prepare`, if any.
-fn release_fork_guard() {
-    let guard = FORK_GUARD.try_with(|cell| cell.try_borrow_mut().ok().and_then(|mut g| g.take()));
-    drop(guard);
-}
-
-/// atfork *parent*: release `LOCK`.
-unsafe extern "C" fn atfork_parent() {
-    release_fork_guard();
-}
-
-/// atfork *child*: forget every watch (D11), give the child its own doorbell, release
-/// `LOCK`. Async-signal-safe (module documentation).
-unsafe extern "C" fn atfork_child() {
-    let errno = errno_ptr();
-    // SAFETY: this thread's errno location.
-    let saved_errno = unsafe { *errno };
-    for (s, slot) in SIGNALS.iter().enumerate().skip(1) {
-        if slot.watchers.load(SeqCst) == 0 {
-            continue;
-        }
-        // NOMASK first: a signal arriving meanwhile is then delivered as usual, which is
-        // what the child must see.
-        slot.nomask.store(0, SeqCst);
-        slot.unowned.store(0, SeqCst);
-        if slot.held.load(SeqCst) {
-            // The library's own hold (safecopy) is the child's too: only the kevents go.
-            slot.watchers.store(1, SeqCst);
-            continue;
-        }
-        restore_if_ours(s as c_int, slot);
-        slot.watchers.store(0, SeqCst);
-    }
-    for r in owner_records() {
-        r.signo.store(0, SeqCst);
-        r.refs.store(0, SeqCst);
-    }
-    let old = DOORBELL.load(SeqCst);
-    if old >= 0 {
-        // SAFETY: `eventfd`, `dup3` and `close` take no pointers. `dup3` atomically makes
-        // `old` (our doorbell's number, owned by this module) refer to the new eventfd; the
-        // temporary number `fresh` is ours and closed right after.
-        unsafe {
-            let fresh = libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK);
-            if fresh >= 0 {
-                libc::dup3(fresh, old, libc::O_CLOEXEC);
-                libc::close(fresh);
-            }
-        }
-    }
-    release_fork_guard();
-    // SAFETY: as above.
-    unsafe { *errno = saved_errno };
 }
 
 #[cfg(test)]

@@ -1,0 +1,123 @@
+//! The async-signal handler, `on_signal`: the only code of the dispatch that runs in signal
+//! context (with the fork child handler). It counts a delivery, rings the doorbell, and
+//! either swallows the signal (NOMASK, its queue still open) or delivers it as the program's
+//! saved disposition says. Async-signal-safe only: atomics, raw system calls, the `sigset_t`
+//! functions. Unsafe code: see the dispatch module's `# Safety`.
+
+use super::*;
+
+/// Is this a fault the kernel raised for the current instruction (returning would repeat it)?
+pub(super) fn is_fault(signo: c_int, info: *const libc::siginfo_t) -> bool {
+    let fault_signal = matches!(
+        signo,
+        libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE
+    );
+    // SAFETY: the kernel passes a valid `siginfo_t` to an `SA_SIGINFO` handler; it is only
+    // read, and only when non-null.
+    fault_signal && !info.is_null() && unsafe { (*info).si_code } > 0
+}
+
+/// The process-wide handler of every watched signal (module documentation). Async-signal-safe.
+pub(super) extern "C" fn on_signal(signo: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    // A fault of the library's own copy routine: an error return, invisible to everyone.
+    if super::super::safecopy::fixup(signo, info, ctx) {
+        return;
+    }
+    let errno = errno_ptr();
+    // SAFETY: `errno` is this thread's errno location, valid for the thread's life.
+    let saved_errno = unsafe { *errno };
+    let Some(slot) = usize::try_from(signo).ok().and_then(|s| SIGNALS.get(s)) else {
+        return;
+    };
+    // Count first, then ring: a queue woken by the doorbell must see the new count.
+    slot.delivered.fetch_add(1, SeqCst);
+    let bell = DOORBELL.load(SeqCst);
+    if bell >= 0 {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live local to the doorbell eventfd, which is never
+        // closed (only replaced atomically by `dup3` in a fork child). A failure (EAGAIN on a
+        // saturated counter) only loses a wake-up.
+        unsafe { libc::write(bell, (&raw const one).cast(), 8) };
+    }
+    let swallow =
+        slot.nomask.load(SeqCst) > 0 && !is_fault(signo, info) && nomask_in_force(signo, slot);
+    if !swallow {
+        // SAFETY: as above; restore before running the program's handler.
+        unsafe { *errno = saved_errno };
+        deliver_as_usual(signo, slot, info, ctx);
+    }
+    // SAFETY: as above.
+    unsafe { *errno = saved_errno };
+}
+
+/// Does what the saved disposition of `signo` says (module documentation, "Delivered as
+/// usual"). Async-signal-safe as long as the program's handler is.
+pub(super) fn deliver_as_usual(
+    signo: c_int,
+    slot: &Slot,
+    info: *mut libc::siginfo_t,
+    ctx: *mut c_void,
+) {
+    loop {
+        let h = slot.handler.load(SeqCst);
+        let flags = slot.flags.load(SeqCst);
+        if !is_handler(h) && is_fault(signo, info) {
+            // A real fault under SIG_DFL (or SIG_IGN, which the kernel does not honour for a
+            // fault): put SIG_DFL back and return, so that the faulting instruction runs again
+            // and the kernel takes the default action with the fault's own siginfo and core
+            // (returning under SIG_IGN would fault forever).
+            let _ = sigaction(signo, Some(&zeroed_action()));
+            return;
+        }
+        if h == libc::SIG_IGN {
+            return;
+        }
+        if h == libc::SIG_DFL {
+            default_action_now(signo, slot);
+            return;
+        }
+        if flags & libc::SA_RESETHAND != 0
+            && slot
+                .handler
+                .compare_exchange(h, libc::SIG_DFL, SeqCst, SeqCst)
+                .is_err()
+        {
+            // Another delivery reset it first: act on the new disposition.
+            continue;
+        }
+        if flags & libc::SA_SIGINFO != 0 {
+            // SAFETY: `h` was saved from `sigaction` with `SA_SIGINFO` set and is not SIG_DFL or
+            // SIG_IGN, so it is the address of a `void (*)(int, siginfo_t *, void *)` that the
+            // program installed; `info` and `ctx` are the kernel's, valid during this handler.
+            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
+                unsafe { std::mem::transmute::<usize, _>(h) };
+            f(signo, info, ctx);
+        } else {
+            // SAFETY: as above, without `SA_SIGINFO`: a `void (*)(int)`.
+            let f: extern "C" fn(c_int) = unsafe { std::mem::transmute::<usize, _>(h) };
+            f(signo);
+        }
+        return;
+    }
+}
+
+/// Performs `SIG_DFL` for `signo` from inside `on_signal`. Async-signal-safe.
+pub(super) fn default_action_now(signo: c_int, slot: &Slot) {
+    if default_action(signo) == DefaultAction::Ignore {
+        return;
+    }
+    // Terminate, core or stop: let the kernel do it, with the real disposition.
+    let _ = sigaction(signo, Some(&zeroed_action()));
+    let mut set = empty_set();
+    // SAFETY: `set` is a valid local `sigset_t`; `sigaddset`, `pthread_sigmask` and `raise`
+    // only read it or take no pointer, and all three are async-signal-safe.
+    unsafe {
+        libc::sigaddset(&mut set, signo);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(signo);
+    }
+    // Still alive: continued after a stop, or the kernel discarded the signal.
+    if slot.watchers.load(SeqCst) > 0 {
+        let _ = sigaction(signo, Some(&our_action(slot)));
+    }
+}
