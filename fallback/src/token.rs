@@ -17,6 +17,9 @@ pub(crate) const TIMER: u32 = u32::MAX - 1;
 pub(crate) const SIGNAL: u32 = u32::MAX - 2;
 /// The queue's inotify fd.
 pub(crate) const INODE: u32 = u32::MAX - 3;
+/// A probe registration that lives only inside one `kevent_ctl` (the D10 staleness check);
+/// a harvest that meets it ignores it.
+pub(crate) const PROBE: u32 = u32::MAX - 4;
 
 /// Builds a token.
 pub(crate) const fn make(generation: u32, slot: u32) -> u64 {

@@ -264,8 +264,15 @@ impl State {
 
     /// **D10**: whether an fd kevent's fd no longer names the file it was registered with
     /// (closed without REMOVE, number reused). epoll is asked directly: its registration is
-    /// keyed by (file, fd), so a MOD with the registered events fails once the number names
-    /// another file or nothing.
+    /// keyed by (file, fd), so an `EPOLL_CTL_ADD` of the number finds the registration
+    /// (`EEXIST`) exactly while the number still names the registered file.
+    ///
+    /// The probe must leave a live registration as it was. An `EPOLL_CTL_MOD` (what this
+    /// once used) re-evaluates the source: an ET kevent got a new edge and was delivered
+    /// again, merely because an ADD of the same key was refused with `EEXIST` (found by the
+    /// differential test of issue 15). An ADD changes nothing when it fails; when it
+    /// succeeds the registration was stale, and the probe registration is removed again at
+    /// once (within the queue lock; a harvest in between ignores its reserved token).
     pub(super) fn is_stale(&self, slot: u32, ctx: Ctx) -> bool {
         let Some(kev) = self.reg.get(slot) else {
             return false;
@@ -277,16 +284,15 @@ impl State {
             Ok(now) if now.identity() == *file => {}
             _ => return true,
         }
-        let generation = self.reg.generation(slot).unwrap_or(0);
-        let events = fd::epoll_events(kev.uk.type_, kev.uk.event, kev.uk.req_flags);
-        sys::epoll_ctl(
-            ctx.epfd,
-            libc::EPOLL_CTL_MOD,
-            *fd,
-            events,
-            token::make(generation, slot),
-        )
-        .is_err()
+        let probe = token::make(ctx.nonce, token::PROBE);
+        match sys::epoll_ctl(ctx.epfd, libc::EPOLL_CTL_ADD, *fd, 0, probe) {
+            Err(Errno::EEXIST) => false,
+            Ok(()) => {
+                let _ = sys::epoll_ctl(ctx.epfd, libc::EPOLL_CTL_DEL, *fd, 0, 0);
+                true
+            }
+            Err(_) => true,
+        }
     }
 
     /// **D10**: a stale registration is unregistered at once (so the new file can be added
