@@ -5,6 +5,18 @@
 //! Signal-specific calls live in `signal::dispatch`, whose handler needs them in signal
 //! context.
 //!
+//! # epoll through raw system calls
+//!
+//! `epoll_create1`, `epoll_ctl` and `epoll_wait` go to the kernel with `syscall(2)`, never
+//! through libc's exported wrappers (decision P25): `libkevent-epoll.so` interposes those
+//! symbols to turn a program's epoll instances into kevent queues, and on the fallback
+//! backend the engine inside it *is* a user of epoll. Through the wrappers its own calls would
+//! land in the shim again (an endless recursion, or queues inside queues); as raw system
+//! calls they reach the kernel whatever the process preloads. The wrappers add nothing the
+//! engine needs: glibc's `epoll_wait` is `epoll_pwait` with no signal mask, which is what
+//! [`epoll_wait`] calls, and its pthread cancellation point is not one the engine offers
+//! (a kevent wait is not a cancellation point either).
+//!
 //! # Safety
 //!
 //! Every `unsafe` block below is a libc call whose pointer arguments are derived from Rust
@@ -76,7 +88,9 @@ pub(crate) fn above_floor(fd: OwnedFd) -> OwnedFd {
 /// (see [`epoll_wait`]).
 pub(crate) fn epoll_create() -> Result<OwnedFd, Errno> {
     // SAFETY: no pointer arguments.
-    let ep = owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+    let ep = owned(
+        unsafe { libc::syscall(libc::SYS_epoll_create1, libc::EPOLL_CLOEXEC) } as libc::c_int,
+    )?;
     if PWAIT2.load(std::sync::atomic::Ordering::Relaxed) == PWAIT2_UNKNOWN {
         probe_epoll_pwait2(ep.as_raw_fd());
     }
@@ -93,7 +107,24 @@ pub(crate) fn epoll_ctl(
 ) -> Result<(), Errno> {
     let mut ev = libc::epoll_event { events, u64: token };
     // SAFETY: `ev` is a valid epoll_event on our stack for the duration of the call.
-    check(unsafe { libc::epoll_ctl(epfd, op, fd, &mut ev) }).map(drop)
+    check(unsafe { raw_epoll_ctl(epfd, op, fd, &mut ev) }).map(drop)
+}
+
+/// `epoll_ctl(2)` as a raw system call (decision P25: never libc's interposable wrapper).
+/// Async-signal-safe.
+///
+/// # Safety
+///
+/// `ev` must be valid for reads of one `epoll_event` (it may be null for
+/// `EPOLL_CTL_DEL`).
+pub(crate) unsafe fn raw_epoll_ctl(
+    epfd: RawFd,
+    op: libc::c_int,
+    fd: RawFd,
+    ev: *mut libc::epoll_event,
+) -> libc::c_int {
+    // SAFETY: the caller guarantees `ev`; the other arguments are integers.
+    unsafe { libc::syscall(libc::SYS_epoll_ctl, epfd, op, fd, ev) as libc::c_int }
 }
 
 /// `epoll_pwait2` (Linux 5.11) gives waits nanosecond precision; it is optional. Unknown until
@@ -147,8 +178,20 @@ pub(crate) fn epoll_wait(
     let max = buf.len().min(libc::c_int::MAX as usize) as libc::c_int;
     let ptr = buf.as_mut_ptr().cast::<libc::epoll_event>();
     let plain = |ms: libc::c_int| {
-        // SAFETY: `ptr` is valid for writes of `max` epoll_events (the slice's length).
-        unsafe { libc::epoll_wait(epfd, ptr, max, ms) }
+        // SAFETY: `ptr` is valid for writes of `max` epoll_events (the slice's length); the
+        // sigmask is null (none), which makes `epoll_pwait` the plain `epoll_wait` (P25: a
+        // raw system call, not libc's interposable wrapper).
+        unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait,
+                epfd,
+                ptr,
+                max,
+                ms,
+                std::ptr::null::<libc::sigset_t>(),
+                0usize,
+            ) as libc::c_int
+        }
     };
     let ret = if timeout_ns == 0 {
         plain(0)
