@@ -29,6 +29,8 @@ mod d10_fd_reuse;
 mod d11_fork;
 #[path = "d17_state_reevaluation.rs"]
 mod d17_state_reevaluation;
+#[path = "differential_epoll.rs"]
+mod differential_epoll;
 #[path = "faults.rs"]
 mod faults;
 #[path = "model.rs"]

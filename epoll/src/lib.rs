@@ -1,0 +1,466 @@
+//! epoll on kevent.
+//!
+//! kevent's author showed that epoll can be written on top of kevent (LKML, 2007-01-10):
+//! every epoll registration is a `KEVENT_POLL` kevent with `ALWAYS_QUEUE | LAST_CHECK`
+//! ([`mapping`]). This crate is that mapping plus what it takes for *unmodified* epoll
+//! programs to see epoll's semantics where kevent's differ (decision P24,
+//! `docs/decisions.md`):
+//!
+//! * **ONESHOT.** A delivered epoll `EPOLLONESHOT` registration stays registered, disabled,
+//!   until `EPOLL_CTL_MOD` re-arms it (`EPOLL_CTL_ADD` says `EEXIST`, `EPOLL_CTL_DEL`
+//!   succeeds); a delivered kevent `ONESHOT` is unregistered (`RET_DONE`) and re-armed by
+//!   ADD. [`Epoll`] remembers the ONESHOT registrations that fired and turns their MOD into
+//!   ADD, their DEL into nothing, and their ADD into `EEXIST`, as long as the fd still names
+//!   the same file.
+//! * **Closed fds.** epoll forgets a registration when its file is closed; kevent reports a
+//!   closed watched fd once as `RET_BROKEN` with `-EBADF` (**D10**). [`Epoll::wait`] drops
+//!   such reports (a POLL kevent reports every other condition as bits, never BROKEN).
+//! * **Errors.** kevent reports per-entry errors in the entry; they become the call's errno.
+//!   A file without `->poll` is `EPERM` for epoll and `-EINVAL` for kevent.
+//! * **Interrupted waits.** kevent returns 0 events from a wait a signal handler
+//!   interrupted; epoll returns `EINTR`, which programs rely on to look at the flags their
+//!   handlers set. A wait that returns nothing before its timeout is reported as `EINTR`.
+//!
+//! [`Epoll`] runs on any [`RawBackend`], taking events with `kevent_get_events` or through
+//! the ring (`kevent_wait`, [`Via`]). `libkevent-epoll.so` (the `kevent-epoll-preload`
+//! crate) exports the epoll calls over it; the suite's differential test
+//! (`tests/differential_epoll.rs`) checks it against a real epoll on every backend.
+#![allow(unsafe_code)]
+
+pub mod mapping;
+
+use std::collections::HashMap;
+use std::os::fd::RawFd;
+use std::ptr::NonNull;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use kevent::backend::RawBackend;
+use kevent_sys::{
+    Errno, KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_CTL_REMOVE, KEVENT_REQ_READY,
+    KEVENT_RET_BROKEN, KEVENT_RET_DONE, kevent_ring, ukevent,
+};
+
+/// How an [`Epoll`] takes ready events from its queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// `kevent_get_events` into a buffer (what `libkevent-epoll.so` uses).
+    GetEvents,
+    /// `kevent_wait` into the queue's ring of this many slots, then `kevent_commit`.
+    Ring(u32),
+}
+
+/// How an [`Epoll`] maps registrations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Where events are taken.
+    pub via: Via,
+    /// ADD with `KEVENT_REQ_ALWAYS_QUEUE` (the author's mapping). Without it, an fd ready at
+    /// `EPOLL_CTL_ADD` comes back from `kevent_ctl` unregistered, and is added again with
+    /// `KEVENT_REQ_READY` (queued as ready; LAST_CHECK re-checks it at delivery) — the other
+    /// path into the queue, for the differential test.
+    pub always_queue: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            via: Via::GetEvents,
+            always_queue: true,
+        }
+    }
+}
+
+/// Most events one wait takes from the queue (the rest stay ready for the next wait).
+pub const MAX_BATCH: usize = 256;
+
+/// A fired or armed `EPOLLONESHOT` registration, as epoll keeps it.
+#[derive(Clone, Copy, Debug)]
+struct OneShot {
+    /// Delivered: kevent has unregistered it; epoll holds it disabled.
+    fired: bool,
+    /// `(st_dev, st_ino)` of the file at ADD: epoll's registration ends with its file.
+    file: (u64, u64),
+}
+
+/// Caller-owned ring memory of an [`Epoll`] with [`Via::Ring`].
+#[derive(Debug)]
+struct Ring {
+    base: NonNull<kevent_ring>,
+    words: *mut [u64],
+    n: u32,
+    /// The consumer index (every slot before it is committed).
+    uidx: u32,
+}
+
+// SAFETY: the ring is plain memory that the queue writes through raw pointers while a call
+// on the queue runs; every access from this crate happens under the `Mutex` that holds it.
+unsafe impl Send for Ring {}
+
+/// One epoll instance on a kevent queue.
+#[derive(Debug)]
+pub struct Epoll {
+    b: RawBackend,
+    fd: RawFd,
+    opts: Options,
+    owns_fd: bool,
+    oneshots: Mutex<HashMap<RawFd, OneShot>>,
+    ring: Option<Mutex<Ring>>,
+    dropped: AtomicU64,
+}
+
+fn file_of(fd: RawFd) -> Option<(u64, u64, u32)> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `st` is valid for writes of one `struct stat`.
+    if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: fstat succeeded, so it initialised `st`.
+    let st = unsafe { st.assume_init() };
+    Some((st.st_dev, st.st_ino, st.st_mode & libc::S_IFMT))
+}
+
+fn identity(fd: RawFd) -> Option<(u64, u64)> {
+    file_of(fd).map(|(dev, ino, _)| (dev, ino))
+}
+
+/// A kevent per-entry result as an errno (`None`: success).
+fn entry_error(e: &ukevent) -> Option<Errno> {
+    (e.ret_flags & KEVENT_RET_BROKEN != 0)
+        .then(|| Errno::from_negated(e.ret_data[1]).unwrap_or(Errno::EIO))
+}
+
+impl Epoll {
+    /// A new instance: a queue of `b` (with a ring for [`Via::Ring`]), closed on drop.
+    ///
+    /// # Errors
+    ///
+    /// What `kevent_init` returns (`EMFILE`, `ENOMEM`, …); `EINVAL` for a ring of fewer than
+    /// 2 slots.
+    pub fn create(b: RawBackend, opts: Options) -> Result<Epoll, Errno> {
+        let (fd, ring) = match opts.via {
+            Via::GetEvents => {
+                // SAFETY: a null ring with num 0 registers no memory.
+                (unsafe { b.init(std::ptr::null_mut(), 0, 0) }?, None)
+            }
+            Via::Ring(n) => {
+                let bytes = kevent_sys::ring_bytes(n).ok_or(Errno::EINVAL)?;
+                let words = Box::into_raw(vec![0u64; bytes.div_ceil(8)].into_boxed_slice());
+                let base = NonNull::new(words.cast::<kevent_ring>()).ok_or(Errno::ENOMEM)?;
+                // SAFETY: `base` points to `bytes` zeroed, 8-aligned bytes that stay
+                // allocated until `Drop` has closed the queue fd (or for ever, if the fd is
+                // handed over with `disown`).
+                match unsafe { b.init(base.as_ptr(), n, 0) } {
+                    Ok(fd) => (
+                        fd,
+                        Some(Mutex::new(Ring {
+                            base,
+                            words,
+                            n,
+                            uidx: 0,
+                        })),
+                    ),
+                    Err(e) => {
+                        // SAFETY: `words` came from `Box::into_raw` above; the queue was not
+                        // created, so nothing refers to it.
+                        drop(unsafe { Box::from_raw(words) });
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        Ok(Epoll {
+            b,
+            fd,
+            opts,
+            owns_fd: true,
+            oneshots: Mutex::new(HashMap::new()),
+            ring,
+            dropped: AtomicU64::new(0),
+        })
+    }
+
+    /// The queue fd (the program's epoll fd).
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// The backend serving the queue.
+    pub fn backend(&self) -> RawBackend {
+        self.b
+    }
+
+    /// Hands the queue fd over to the caller: dropping the instance no longer closes it (the
+    /// program closes its epoll fd itself). A ring is then never freed.
+    pub fn disown(&mut self) {
+        self.owns_fd = false;
+    }
+
+    /// How many `RET_BROKEN` reports [`Epoll::wait`] dropped (closed watched fds, **D10**).
+    pub fn dropped_broken(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    fn oneshots(&self) -> std::sync::MutexGuard<'_, HashMap<RawFd, OneShot>> {
+        self.oneshots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn ctl1(&self, cmd: u32, e: &mut ukevent) -> Result<u32, Errno> {
+        self.b.ctl(self.fd, cmd, std::slice::from_mut(e))
+    }
+
+    /// epoll's errno for a kevent per-entry error of `fd`.
+    fn epoll_errno(fd: RawFd, e: Errno) -> Errno {
+        if e == Errno::EINVAL
+            && file_of(fd).is_some_and(|(_, _, k)| k == libc::S_IFREG || k == libc::S_IFDIR)
+        {
+            // No ->poll: epoll_ctl says EPERM.
+            Errno::EPERM
+        } else {
+            e
+        }
+    }
+
+    fn add(&self, fd: RawFd, events: u32, data: u64) -> Result<(), Errno> {
+        let mut e = mapping::to_ukevent(fd, events, data, self.opts.always_queue);
+        if self.ctl1(KEVENT_CTL_ADD, &mut e)? == 0 {
+            return Ok(());
+        }
+        if let Some(err) = entry_error(&e) {
+            return Err(Self::epoll_errno(fd, err));
+        }
+        // Ready at once, returned, not registered (no ALWAYS_QUEUE): register it queued as
+        // ready, so the next wait reports it as epoll's would.
+        let mut again = mapping::to_ukevent(fd, events, data, self.opts.always_queue);
+        again.req_flags |= KEVENT_REQ_READY;
+        if self.ctl1(KEVENT_CTL_ADD, &mut again)? == 0 {
+            return Ok(());
+        }
+        Err(entry_error(&again).map_or(Errno::EIO, |err| Self::epoll_errno(fd, err)))
+    }
+
+    fn in_place(&self, cmd: u32, e: &mut ukevent) -> Result<(), Errno> {
+        self.ctl1(cmd, e)?;
+        entry_error(e).map_or(Ok(()), Err)
+    }
+
+    /// `epoll_ctl(op, fd, event)`. `event` may be `None` for `EPOLL_CTL_DEL`.
+    ///
+    /// # Errors
+    ///
+    /// epoll's: `EBADF`, `EEXIST`, `ENOENT`, `EINVAL` (also for `fd` being the instance
+    /// itself, an unknown `op`, `EPOLLEXCLUSIVE` in a MOD), `EPERM` (no poll support),
+    /// `EFAULT` (`event` missing for ADD or MOD), `ENOMEM`.
+    pub fn ctl(&self, op: i32, fd: RawFd, event: Option<libc::epoll_event>) -> Result<(), Errno> {
+        if fd == self.fd {
+            return Err(Errno::EINVAL);
+        }
+        match op {
+            libc::EPOLL_CTL_ADD | libc::EPOLL_CTL_MOD => {
+                let ev = event.ok_or(Errno::EFAULT)?;
+                let (events, data) = (ev.events, ev.u64);
+                let oneshot = events & mapping::EPOLLONESHOT != 0;
+                let prior = self.oneshots().get(&fd).copied();
+                let same_file = |o: &OneShot| identity(fd) == Some(o.file);
+                if op == libc::EPOLL_CTL_ADD {
+                    if prior.is_some_and(|o| o.fired && same_file(&o)) {
+                        // epoll still holds it, disabled.
+                        return Err(Errno::EEXIST);
+                    }
+                    self.add(fd, events, data)?;
+                } else {
+                    if events & mapping::EPOLLEXCLUSIVE != 0 {
+                        return Err(Errno::EINVAL);
+                    }
+                    match prior {
+                        // epoll re-arms a fired ONESHOT with MOD; kevent with ADD.
+                        Some(o) if o.fired && same_file(&o) => self.add(fd, events, data)?,
+                        Some(o) if o.fired => {
+                            self.oneshots().remove(&fd);
+                            return Err(Errno::ENOENT);
+                        }
+                        _ => {
+                            let mut e =
+                                mapping::to_ukevent(fd, events, data, self.opts.always_queue);
+                            match self.in_place(KEVENT_CTL_MODIFY, &mut e) {
+                                Ok(()) => {}
+                                // Fired while we were not looking (a wait in another thread
+                                // has not recorded it yet): re-arm it.
+                                Err(Errno::ENOENT) if prior.is_some_and(|o| same_file(&o)) => {
+                                    self.add(fd, events, data)?
+                                }
+                                Err(e) => return Err(e),
+                            }
+                        }
+                    }
+                }
+                let mut os = self.oneshots();
+                if oneshot {
+                    let file = identity(fd).unwrap_or_default();
+                    os.insert(fd, OneShot { fired: false, file });
+                } else {
+                    os.remove(&fd);
+                }
+                Ok(())
+            }
+            libc::EPOLL_CTL_DEL => {
+                let prior = self.oneshots().remove(&fd);
+                let same_file = prior.is_some_and(|o| identity(fd) == Some(o.file));
+                if prior.is_some_and(|o| o.fired) {
+                    return if same_file {
+                        Ok(())
+                    } else {
+                        Err(Errno::ENOENT)
+                    };
+                }
+                match self.in_place(KEVENT_CTL_REMOVE, &mut mapping::key(fd)) {
+                    Err(Errno::ENOENT) if same_file => Ok(()),
+                    r => r,
+                }
+            }
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// `epoll_wait(out, timeout)`: `None` waits without limit. Returns how many events it
+    /// wrote to the start of `out`.
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` for an empty `out`; `EINTR` when the wait returned nothing before its timeout
+    /// (a signal handler ran); the queue's `EBADF`/`EINVAL`.
+    pub fn wait(
+        &self,
+        out: &mut [libc::epoll_event],
+        timeout: Option<Duration>,
+    ) -> Result<usize, Errno> {
+        if out.is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        let max = out.len().min(MAX_BATCH);
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut buf = [ukevent::default(); MAX_BATCH];
+        loop {
+            let left = match deadline {
+                None => FOREVER,
+                Some(d) => timespec(d.saturating_duration_since(Instant::now())),
+            };
+            let got = self.take(&mut buf[..max], &left)?;
+            if got.is_empty() {
+                return match deadline {
+                    Some(d) if Instant::now() >= d => Ok(0),
+                    _ => Err(Errno::EINTR),
+                };
+            }
+            let mut n = 0;
+            for e in got.iter() {
+                if e.ret_flags & KEVENT_RET_BROKEN != 0 {
+                    // D10: the fd was closed without EPOLL_CTL_DEL; epoll forgot it.
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                // A delivery that unregistered the kevent (decision P5): a ONESHOT fired.
+                if e.ret_flags & KEVENT_RET_DONE != 0 {
+                    let fd = e.id.raw()[0] as RawFd;
+                    if let Some(o) = self.oneshots().get_mut(&fd) {
+                        o.fired = true;
+                    }
+                }
+                out[n] = mapping::to_epoll_event(e);
+                n += 1;
+            }
+            if n > 0 {
+                return Ok(n);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(0);
+            }
+        }
+    }
+
+    /// One wait on the queue into `buf`; returns the events taken.
+    fn take<'a>(
+        &self,
+        buf: &'a mut [ukevent],
+        timeout: &libc::timespec,
+    ) -> Result<&'a [ukevent], Errno> {
+        let Some(ring) = &self.ring else {
+            let n = self.b.get_events(self.fd, 1, buf, timeout, 0)? as usize;
+            return Ok(&buf[..n]);
+        };
+        let mut r = ring.lock().unwrap_or_else(|p| p.into_inner());
+        let base = r.base.as_ptr();
+        // SAFETY: the header lies at the start of the ring memory, valid while `self` lives;
+        // the queue stores both indices atomically, so atomic views of them are sound.
+        let (kidx, over) = unsafe {
+            (
+                AtomicU32::from_ptr(&raw mut (*base).ring_kidx),
+                AtomicU32::from_ptr(&raw mut (*base).ring_over),
+            )
+        };
+        let k0 = kidx.load(Ordering::Acquire);
+        let over_before = over.load(Ordering::Acquire);
+        let num = (buf.len() as u32).min(r.n - 1);
+        let got = self.b.wait(self.fd, num, r.uidx, timeout, 0)?;
+        let k1 = kidx.load(Ordering::Acquire);
+        if k1 != (k0 + got) % r.n || got > num {
+            return Err(Errno::EIO);
+        }
+        for (i, slot) in buf.iter_mut().take(got as usize).enumerate() {
+            let at = (k0 + i as u32) % r.n;
+            // SAFETY: `at < n`, inside the `n` entries allocated; the slot was published by
+            // `ring_kidx` (Acquire above) and is not written again until it is committed.
+            *slot = unsafe {
+                (&raw const (*base).event)
+                    .cast::<ukevent>()
+                    .add(at as usize)
+                    .read_volatile()
+            };
+        }
+        if got > 0 {
+            let new_uidx = (r.uidx + got) % r.n;
+            let released = self.b.commit(self.fd, new_uidx, over_before)?;
+            if released != got {
+                return Err(Errno::EIO);
+            }
+            r.uidx = new_uidx;
+        }
+        Ok(&buf[..got as usize])
+    }
+}
+
+impl Drop for Epoll {
+    fn drop(&mut self) {
+        if !self.owns_fd {
+            return;
+        }
+        // The fd first: the queue may write the ring until it is closed.
+        // SAFETY: the instance owns its queue fd (`owns_fd`), closed once, here.
+        unsafe { libc::close(self.fd) };
+        if let Some(r) = self.ring.take() {
+            let r = r.into_inner().unwrap_or_else(|p| p.into_inner());
+            // SAFETY: `words` came from `Box::into_raw` in `create` and is freed once, after
+            // the queue fd was closed.
+            drop(unsafe { Box::from_raw(r.words) });
+        }
+    }
+}
+
+/// "No limit" (**D6**): a very large relative timeout.
+const FOREVER: libc::timespec = libc::timespec {
+    tv_sec: libc::time_t::MAX / 2,
+    tv_nsec: 0,
+};
+
+fn timespec(d: Duration) -> libc::timespec {
+    libc::timespec {
+        tv_sec: d.as_secs().min(libc::time_t::MAX as u64 / 2) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    }
+}
+
+/// An epoll timeout in milliseconds (`epoll_wait`'s): negative waits without limit.
+pub fn timeout_ms(ms: i32) -> Option<Duration> {
+    (ms >= 0).then(|| Duration::from_millis(ms as u64))
+}
