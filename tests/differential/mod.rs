@@ -22,6 +22,8 @@
 //! and `KEVENT_DIFF_LONG=<n>` one sequence of `n` operations.
 #![allow(dead_code)]
 
+pub mod shim;
+
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
