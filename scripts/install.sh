@@ -18,6 +18,10 @@
 #   PREFIX/lib/pkgconfig/kevent.pc
 #   PREFIX/share/man/man2/kevent_{init,ctl,get_events,wait,commit}.2
 #   PREFIX/share/man/man3/kevent_timer_create.3 (and its aliases)
+#   PREFIX/lib/libkevent-epoll.so      the LD_PRELOAD library that runs epoll programs on
+#                                      kevent (stripped), and
+#   PREFIX/bin/kevent-run              its wrapper: kevent-run CMD ARGS...
+#                                      (both only when libkevent_epoll.so was built)
 #
 # after which   cc prog.c $(pkg-config --cflags --libs kevent)   works (with
 # PKG_CONFIG_PATH=PREFIX/lib/pkgconfig if PREFIX is not a system prefix).
@@ -26,6 +30,7 @@
 #   --prefix DIR    where to install (default /usr/local)
 #   --libdir DIR    libraries and pkgconfig/ (default PREFIX/lib)
 #   --mandir DIR    manual pages (default PREFIX/share/man)
+#   --bindir DIR    kevent-run (default PREFIX/bin)
 #   --destdir DIR   stage under DIR, for packagers (paths inside files stay PREFIX)
 #   --profile NAME  the cargo profile to build and install (default dist; release works too)
 #   --no-build      install what is already built instead of running cargo
@@ -43,6 +48,7 @@ REALNAME="libkevent.so.$SOVERSION.0.0"
 prefix=/usr/local
 libdir=
 mandir=
+bindir=
 destdir=
 profile=dist
 build=1
@@ -63,6 +69,8 @@ while [ $# -gt 0 ]; do
 	--libdir=*) libdir=${1#*=}; shift ;;
 	--mandir) mandir=$2; shift 2 ;;
 	--mandir=*) mandir=${1#*=}; shift ;;
+	--bindir) bindir=$2; shift 2 ;;
+	--bindir=*) bindir=${1#*=}; shift ;;
 	--profile) profile=$2; shift 2 ;;
 	--profile=*) profile=${1#*=}; shift ;;
 	--no-strip) strip=0; shift ;;
@@ -83,6 +91,7 @@ case "$prefix" in
 esac
 [ -n "$libdir" ] || libdir="$prefix/lib"
 [ -n "$mandir" ] || mandir="$prefix/share/man"
+[ -n "$bindir" ] || bindir="$prefix/bin"
 includedir="$prefix/include"
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -103,8 +112,8 @@ if [ -z "$from" ]; then
 fi
 
 if [ "$build" = 1 ]; then
-	echo "install.sh: cargo build --profile $profile -p kevent-c"
-	(cd "$repo" && cargo build --profile "$profile" -p kevent-c)
+	echo "install.sh: cargo build --profile $profile -p kevent-c -p kevent-epoll-preload"
+	(cd "$repo" && cargo build --profile "$profile" -p kevent-c -p kevent-epoll-preload)
 fi
 
 if [ "$strip" = 1 ] && ! command -v objcopy >/dev/null 2>&1; then
@@ -158,6 +167,25 @@ chmod 0644 "$pc/kevent.pc"
 for page in "$repo"/man/man2/*.2; do install -m 0644 "$page" "$man/man2/"; done
 for page in "$repo"/man/man3/*.3; do install -m 0644 "$page" "$man/man3/"; done
 
+# libkevent-epoll.so and kevent-run (README, "epoll programs on kevent").
+shim=0
+if [ -f "$from/libkevent_epoll.so" ]; then
+	shim=1
+	bin="$destdir$bindir"
+	mkdir -p "$bin"
+	if [ "$strip" = 1 ]; then
+		objcopy --strip-unneeded --remove-section=.comment "$from/libkevent_epoll.so" \
+			"${work:?}/libkevent-epoll.so"
+		install -m 0755 "$work/libkevent-epoll.so" "$lib/libkevent-epoll.so"
+	else
+		install -m 0755 "$from/libkevent_epoll.so" "$lib/libkevent-epoll.so"
+	fi
+	sed -e "s|@KEVENT_EPOLL_SO@|$libdir/libkevent-epoll.so|" "$repo/scripts/kevent-run" >"$bin/kevent-run"
+	chmod 0755 "$bin/kevent-run"
+else
+	echo "install.sh: $from/libkevent_epoll.so not built: libkevent-epoll.so and kevent-run not installed" >&2
+fi
+
 size() { wc -c <"$1" | tr -d ' '; }
 echo "install.sh: installed libkevent into $destdir$prefix:"
 echo "  $lib/$REALNAME ($(size "$lib/$REALNAME") bytes; + libkevent.so.$SOVERSION, libkevent.so)"
@@ -168,6 +196,10 @@ fi
 echo "  $inc/kevent/kevent.h"
 echo "  $pc/kevent.pc"
 echo "  $man/man2/kevent_*.2, $man/man3/kevent_*.3"
+if [ "$shim" = 1 ]; then
+	echo "  $lib/libkevent-epoll.so ($(size "$lib/libkevent-epoll.so") bytes)"
+	echo "  $destdir$bindir/kevent-run"
+fi
 
 if [ -z "$destdir" ]; then
 	case "$libdir" in
