@@ -58,6 +58,22 @@ backend_test! {
     }
 }
 
+backend_test! {
+    /// The same random sequences with SOCKET kevents for the socketpair, PIPE kevents for
+    /// the pipe and the FIFO (POLL for the eventfd), every result translated by the typed
+    /// model (P9; P24: BROKEN on a hang-up ends the registration, where epoll keeps
+    /// reporting EPOLLHUP).
+    fn d17_differential_epoll_and_socket_pipe_kevents_agree(b) {
+        let (cases, ops) = explore(
+            "d17_differential_epoll_and_socket_pipe_kevents_agree",
+            0x7e9d,
+            &describe(b),
+            &|seed| typed::Typed::new(b, variant(seed)),
+        );
+        assert!(cases > 0 && ops > 0);
+    }
+}
+
 /// The driver compared with itself: glibc's `epoll_*` (this binary preloads nothing) against
 /// the raw system calls agree on every sequence, so a disagreement elsewhere is the
 /// subject's, not the driver's or the kernel's nondeterminism.

@@ -23,6 +23,7 @@
 #![allow(dead_code)]
 
 pub mod shim;
+pub mod typed;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
@@ -67,6 +68,17 @@ pub trait Subject {
     /// A kevent `READY` mark of fd's kevent: `Some(marked)`, or `None` where the subject has
     /// no kevent to mark (then the driver skips the operation).
     fn ready(&mut self, fd: RawFd) -> Option<u32>;
+    /// Whether the subject watches sockets and FIFOs with SOCKET and PIPE kevents
+    /// ([`typed::Typed`]): then the reference registers and reports through the typed
+    /// model (decision P24).
+    fn typed(&self) -> bool {
+        false
+    }
+    /// The re-encoded BROKEN report the last ADD wrote back (a typed kevent whose source
+    /// was hung up at ADD: no registration is left), if any.
+    fn broken_at_add(&mut self) -> Option<u32> {
+        None
+    }
     /// Checks after a sequence; `closed` says whether a registered fd was closed in it
     /// (then a kevent may have reported it as BROKEN, D10, which epoll never does).
     fn finish(&mut self, closed: bool) -> Result<(), String> {
@@ -521,14 +533,51 @@ pub fn run<S: Subject>(ops: &[Op], make: &dyn Fn() -> S) -> Result<(), (usize, S
                 };
                 let data = next_data | slot as u64;
                 next_data += 0x100;
+                let mut events = events;
+                if subject.typed()
+                    && typed::kind_of(fd) != typed::Kind::Poll
+                    && events & (E_IN | E_OUT) == 0
+                {
+                    // A typed kevent watches RECV and/or SEND.
+                    events |= E_IN;
+                }
+                let ref_events = if subject.typed() {
+                    typed::Typed::reference_mask(fd, events)
+                } else {
+                    events
+                };
                 let ev =
                     (op != libc::EPOLL_CTL_DEL).then_some(libc::epoll_event { events, u64: data });
-                let want = reference.ctl(op, fd, ev);
+                let ref_ev = ev.map(|e| libc::epoll_event {
+                    events: ref_events,
+                    u64: e.u64,
+                });
+                let want = reference.ctl(op, fd, ref_ev);
                 let got = subject.ctl(op, fd, ev);
                 if want != got {
                     return fail(format!(
                         "epoll_ctl({op}, slot {slot}, {events:#x}): epoll {want:?}, subject {got:?}"
                     ));
+                }
+                if let Some(enc) = subject.broken_at_add() {
+                    // What the reference will report at the next wait (P24): the typed
+                    // kevent said it at ADD and left no registration, so neither may epoll.
+                    let revents = poll_now(fd, ref_events as i16) as u16 as u32;
+                    let (want_now, errno) = typed::Typed::expect(fd, events, revents);
+                    let want_now = want_now | errno.map_or(0, |x| (x.raw() as u32 & 0x3ff) << 16);
+                    if want.is_err() || want_now != enc {
+                        return fail(format!(
+                            "ADD of slot {slot} ({}): kevent wrote back {} at once, epoll {want:?} and poll {}",
+                            bits(events),
+                            bits(enc),
+                            bits(revents)
+                        ));
+                    }
+                    if let Err(e) = reference.ctl(libc::EPOLL_CTL_DEL, fd, None) {
+                        return fail(format!("reference DEL after BROKEN at ADD: {e:?}"));
+                    }
+                    regs[s] = Reg::default();
+                    continue;
                 }
                 if want.is_ok() {
                     let r = &mut regs[s];
@@ -563,7 +612,11 @@ pub fn run<S: Subject>(ops: &[Op], make: &dyn Fn() -> S) -> Result<(), (usize, S
                 if armed {
                     // D17: a LAST_CHECK'd mark re-evaluates the source as EPOLL_CTL_MOD does.
                     let ev = libc::epoll_event {
-                        events: r.events,
+                        events: if subject.typed() {
+                            typed::Typed::reference_mask(fd, r.events)
+                        } else {
+                            r.events
+                        },
                         u64: r.data,
                     };
                     if let Err(e) = reference.ctl(libc::EPOLL_CTL_MOD, fd, Some(ev)) {
@@ -580,7 +633,37 @@ pub fn run<S: Subject>(ops: &[Op], make: &dyn Fn() -> S) -> Result<(), (usize, S
                     Ok(n) => n,
                     Err(e) => return fail(format!("subject wait: {e:?}")),
                 };
-                let (sa, sb) = (sorted(&a[..na]), sorted(&b[..nb]));
+                let mut sa = sorted(&a[..na]);
+                let mut sb = sorted(&b[..nb]);
+                let mut broken = Vec::new();
+                if subject.typed() {
+                    // A registered fd that the sequence closed: epoll forgot it, a kevent
+                    // reports it once as BROKEN with -EBADF (D10, P24).
+                    let ebadf = typed::BROKEN | ((Errno::EBADF.raw() as u32) << 16);
+                    sb.retain(|&(s, e, _)| !(world.fd(s).is_none() && e == ebadf));
+                    // What the typed kevents owe for what epoll reported (P9, P24).
+                    for (s, e, _) in sa.iter_mut() {
+                        let Some(fd) = world.fd(*s) else { continue };
+                        let (want, errno) = typed::Typed::expect(fd, regs[*s].events, *e);
+                        *e = match errno {
+                            Some(x) => want | ((x.raw() as u32 & 0x3ff) << 16),
+                            None => want,
+                        };
+                        if want & typed::BROKEN != 0 {
+                            broken.push(*s);
+                            if errno.is_none() {
+                                // A socket error: whatever SO_ERROR said.
+                                for (s2, e2, _) in sb.iter_mut() {
+                                    if s2 == s && *e2 & typed::BROKEN != 0 {
+                                        *e2 = typed::BROKEN;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    sa.sort_unstable();
+                    sb.sort_unstable();
+                }
                 if sa != sb {
                     return fail(format!(
                         "wait: epoll reported {}, subject {} (slot, events, data)",
@@ -592,6 +675,15 @@ pub fn run<S: Subject>(ops: &[Op], make: &dyn Fn() -> S) -> Result<(), (usize, S
                     if regs[s].oneshot {
                         regs[s].fired = true;
                     }
+                }
+                for s in broken {
+                    // BROKEN ended the kevent's registration (P5); epoll's stays: end it.
+                    if let Some(fd) = world.fd(s) {
+                        if let Err(e) = reference.ctl(libc::EPOLL_CTL_DEL, fd, None) {
+                            return fail(format!("reference DEL after BROKEN: {e:?}"));
+                        }
+                    }
+                    regs[s] = Reg::default();
                 }
             }
             Op::Write { chan, n } => world.write(chan, n as usize),
@@ -630,6 +722,7 @@ pub fn bits(e: u32) -> String {
         (E_RDHUP, "RDHUP"),
         (E_ET, "ET"),
         (E_ONESHOT, "ONESHOT"),
+        (typed::BROKEN, "BROKEN"),
     ];
     let mut s: Vec<&str> = names
         .iter()
