@@ -163,22 +163,30 @@ impl Load {
 pub enum Server {
     /// One of this crate's servers, on a thread of this process.
     InProcess(Flavour),
-    /// The nginx started for the benchmark.
-    Nginx,
+    /// An outside server started for the benchmark (nginx, lighttpd): on its own epoll, or
+    /// (`shim`) unmodified on kevent under `libkevent-epoll.so`.
+    External {
+        /// Which server.
+        kind: nginx::Kind,
+        /// Under `LD_PRELOAD=libkevent-epoll.so`.
+        shim: bool,
+    },
 }
 
 impl Server {
     fn name(self) -> String {
         match self {
             Server::InProcess(f) => flavour_name(f),
-            Server::Nginx => "nginx".into(),
+            Server::External { kind, shim: false } => kind.name().into(),
+            Server::External { kind, shim: true } => format!("{} on kevent (shim)", kind.name()),
         }
     }
 
     fn key(self) -> String {
         match self {
             Server::InProcess(f) => flavour_key(f),
-            Server::Nginx => "nginx".into(),
+            Server::External { kind, shim: false } => kind.name().into(),
+            Server::External { kind, shim: true } => format!("{}_kevent_shim", kind.name()),
         }
     }
 }
@@ -321,18 +329,22 @@ fn drive(load: &Load, port: u16, client_cpu: Option<usize>) -> Result<RunResult,
     }
 }
 
-/// One run: a fresh in-process server of `flavour` on CPU `server_cpu` (or the running
-/// nginx on `nginx_port`), the load generator on `client_cpu`.
+/// One run: a fresh in-process server of `flavour` on CPU `server_cpu` (or a running
+/// outside server, at its port in `ports`), the load generator on `client_cpu`.
 fn run_one(
     load: &Load,
     server: Server,
     server_cpu: Option<usize>,
     client_cpu: Option<usize>,
-    nginx_port: Option<u16>,
+    ports: &[(Server, u16)],
 ) -> Result<RunResult, String> {
     let flavour = match server {
-        Server::Nginx => {
-            let port = nginx_port.ok_or("nginx is not running")?;
+        Server::External { .. } => {
+            let port = ports
+                .iter()
+                .find(|(s, _)| *s == server)
+                .map(|(_, p)| *p)
+                .ok_or_else(|| format!("{} is not running", server.name()))?;
             return drive(load, port, client_cpu);
         }
         Server::InProcess(f) => f,
@@ -478,29 +490,72 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
         _ => (None, None),
     };
     let mut notes = vec![];
-    // nginx, once for the whole benchmark.
+    // nginx and lighttpd, once for the whole benchmark; each also under libkevent-epoll.so.
     let mut nginx_info = None;
-    let mut nginx = match nginx::find() {
-        None => {
-            notes.push(
-                "nginx: not installed, no outside anchor (install it: `apt-get install \
-                 nginx-light`)"
-                    .to_owned(),
-            );
-            None
+    let shim = nginx::find_shim();
+    let mut externals: Vec<(Server, nginx::Nginx)> = vec![];
+    for kind in [nginx::Kind::Nginx, nginx::Kind::Lighttpd] {
+        let Some(bin) = nginx::find_kind(kind) else {
+            let pkg = match kind {
+                nginx::Kind::Nginx => "nginx-light",
+                nginx::Kind::Lighttpd => "lighttpd",
+            };
+            notes.push(format!(
+                "{}: not installed, no outside anchor (install it: `apt-get install {pkg}`)",
+                kind.name()
+            ));
+            continue;
+        };
+        let mut variants = vec![None];
+        match &shim {
+            Some(so) => variants.push(Some(so.as_path())),
+            None => notes.push(format!(
+                "{} on kevent: libkevent-epoll.so not found (`cargo build --release -p \
+                 kevent-epoll-preload`, or set KEVENT_EPOLL_SO)",
+                kind.name()
+            )),
         }
-        Some(bin) => match nginx::Nginx::start(&bin, server_cpu) {
-            Ok(n) => {
-                servers.push(Server::Nginx);
-                nginx_info = Some((bin.clone(), n.version.clone()));
-                Some(n)
+        for so in variants {
+            let s = Server::External {
+                kind,
+                shim: so.is_some(),
+            };
+            match nginx::Nginx::start_kind(kind, &bin, server_cpu, so) {
+                Ok(n) => {
+                    servers.push(s);
+                    if kind == nginx::Kind::Nginx && so.is_none() {
+                        nginx_info = Some((bin.clone(), n.version.clone()));
+                    }
+                    if so.is_none() {
+                        notes.push(format!(
+                            "`{}`: {} (`{}`){}",
+                            kind.name(),
+                            n.version,
+                            bin.display(),
+                            match kind {
+                                nginx::Kind::Nginx => "",
+                                nginx::Kind::Lighttpd =>
+                                    ", one process pinned like the servers, the body as a \
+                                     static `index.html`, keep-alive without a request limit",
+                            }
+                        ));
+                    }
+                    externals.push((s, n));
+                }
+                Err(e) => notes.push(format!("{}: {e}", s.name())),
             }
-            Err(e) => {
-                notes.push(format!("nginx: {e}"));
-                None
-            }
-        },
-    };
+        }
+    }
+    if let Some(so) = &shim {
+        notes.push(format!(
+            "`… on kevent (shim)`: the same server binary and configuration under \
+             `LD_PRELOAD={}` (its epoll instances are kevent queues on the {} backend); its \
+             ratio is to the same server on epoll in the same round",
+            so.display(),
+            kevent::backend::RawBackend::current()
+                .map_or("unavailable".into(), |b| b.kind().as_str().to_owned())
+        ));
+    }
     for n in &notes {
         eprintln!("http: {n}");
     }
@@ -517,7 +572,7 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
             notes.push(msg);
         }
     }
-    let nginx_port = nginx.as_ref().map(|n| n.port);
+    let ports: Vec<(Server, u16)> = externals.iter().map(|(s, n)| (*s, n.port)).collect();
     // runs[load][server][round]
     let mut runs: Vec<Vec<Vec<Option<RunResult>>>> = vec![vec![vec![]; servers.len()]; loads.len()];
     let mut failures = vec![];
@@ -531,7 +586,7 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
             for k in 0..servers.len() {
                 let si = (k + round) % servers.len();
                 let s = servers[si];
-                let res = run_one(load, s, server_cpu, client_cpu, nginx_port);
+                let res = run_one(load, s, server_cpu, client_cpu, &ports);
                 match &res {
                     Ok(r) => eprintln!(
                         "http: {} {} round {round}: {:.0} req/s",
@@ -550,8 +605,12 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
             }
         }
     }
-    let nginx_errors = nginx.as_ref().map(|n| n.errors()).unwrap_or_default();
-    if let Some(n) = &mut nginx {
+    let mut nginx_errors = String::new();
+    for (s, n) in &mut externals {
+        let e = n.errors();
+        if !e.trim().is_empty() {
+            let _ = write!(nginx_errors, "{}: {} ", s.name(), e.trim());
+        }
         n.stop();
     }
     let ctx = ReportCtx {
@@ -600,11 +659,24 @@ impl ReportCtx<'_> {
         self.runs[li][si].iter().flatten().map(|r| r.rps).collect()
     }
 
-    /// Ratios of server `si` to epoll (server 0), run by run within each round.
+    /// What server `si` is compared with: the same outside server on epoll for one under
+    /// the shim, the epoll server (server 0) for every other.
+    fn base(&self, si: usize) -> usize {
+        match self.servers[si] {
+            Server::External { kind, shim: true } => self
+                .servers
+                .iter()
+                .position(|&s| s == Server::External { kind, shim: false })
+                .unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// Ratios of server `si` to its base ([`ReportCtx::base`]), run by run within each round.
     fn ratios(&self, li: usize, si: usize) -> Vec<f64> {
         self.runs[li][si]
             .iter()
-            .zip(&self.runs[li][0])
+            .zip(&self.runs[li][self.base(si)])
             .filter_map(|(a, e)| match (a, e) {
                 (Some(a), Some(e)) if e.rps > 0.0 => Some(a.rps / e.rps),
                 _ => None,
@@ -620,8 +692,9 @@ impl ReportCtx<'_> {
             let _ = write!(header, " {} req/s |", s.name());
             rule.push_str("---|");
         }
-        for s in &self.servers[1..] {
-            let _ = write!(header, " {} ÷ epoll |", s.name());
+        for si in 1..self.servers.len() {
+            let base = short_server(self.servers[self.base(si)]);
+            let _ = write!(header, " {} ÷ {base} |", self.servers[si].name());
             rule.push_str("---|");
         }
         let _ = writeln!(md, "{header}\n{rule}");
@@ -747,7 +820,7 @@ fn report(
     if !ctx.nginx_errors.trim().is_empty() {
         let _ = writeln!(
             md,
-            "\n* nginx error log: `{}`",
+            "\n* outside servers' error logs: `{}`",
             ctx.nginx_errors.trim().replace('\n', " / ")
         );
     }
@@ -823,8 +896,12 @@ fn report(
             .filter_map(|si| {
                 Interval::of(&ctx.ratios(li, si)).map(|i| {
                     format!(
-                        "{} {} ({})",
+                        "{}{} {} ({})",
                         short_server(servers[si]),
+                        match ctx.base(si) {
+                            0 => String::new(),
+                            b => format!(" ÷ {}", short_server(servers[b])),
+                        },
                         i.cell(2),
                         i.verdict("faster", "slower")
                     )
@@ -924,7 +1001,8 @@ fn short_server(s: Server) -> String {
         Server::InProcess(Flavour::Epoll) => "epoll".into(),
         Server::InProcess(Flavour::Kevent(b)) => format!("kevent raw ({})", b.as_str()),
         Server::InProcess(Flavour::Safe(b)) => format!("safe API ({})", b.as_str()),
-        Server::Nginx => "nginx".into(),
+        Server::External { kind, shim: false } => kind.name().into(),
+        Server::External { kind, shim: true } => format!("{} kevent", kind.name()),
     }
 }
 
@@ -1033,7 +1111,7 @@ mod tests {
             conns: 10,
         };
         for f in [Flavour::Epoll, Flavour::Kevent(Backend::fallback())] {
-            let r = run_one(&load, Server::InProcess(f), None, None, None);
+            let r = run_one(&load, Server::InProcess(f), None, None, &[]);
             if have("ab") {
                 let r = r.unwrap();
                 assert!(r.rps > 0.0);

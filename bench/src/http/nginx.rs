@@ -9,6 +9,11 @@
 //! large as the project's servers ask for (`net.core.somaxconn` caps both). Everything nginx
 //! writes (pid, error log, temp directories) goes under the temporary prefix, so it runs as
 //! any user.
+//!
+//! lighttpd (one process, `server.event-handler = "linux-sysepoll"`, the same 13-byte body
+//! as a static `index.html`, keep-alive without a request limit) is started the same way
+//! when installed (issue 15), and each of the two also runs a second time under
+//! `libkevent-epoll.so` (`LD_PRELOAD`): the same unmodified server on kevent.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -24,14 +29,85 @@ const PLACES: [&str; 3] = [
     "/usr/local/nginx/sbin/nginx",
 ];
 
+/// An outside server the benchmark can start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// nginx: master and one worker.
+    Nginx,
+    /// lighttpd: one process.
+    Lighttpd,
+}
+
+impl Kind {
+    /// The binary's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Nginx => "nginx",
+            Kind::Lighttpd => "lighttpd",
+        }
+    }
+}
+
 /// The installed nginx binary, if any.
 pub fn find() -> Option<PathBuf> {
+    find_kind(Kind::Nginx)
+}
+
+/// The installed binary of `kind`, if any (`PATH`, then the sbin directories).
+pub fn find_kind(kind: Kind) -> Option<PathBuf> {
+    let name = kind.name();
     let on_path = std::env::var_os("PATH").and_then(|p| {
         std::env::split_paths(&p)
-            .map(|d| d.join("nginx"))
+            .map(|d| d.join(name))
             .find(|f| f.is_file())
     });
-    on_path.or_else(|| PLACES.iter().map(PathBuf::from).find(|f| f.is_file()))
+    let places: Vec<PathBuf> = match kind {
+        Kind::Nginx => PLACES.iter().map(PathBuf::from).collect(),
+        Kind::Lighttpd => ["/usr/sbin/lighttpd", "/usr/local/sbin/lighttpd"]
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
+    };
+    on_path.or_else(|| places.into_iter().find(|f| f.is_file()))
+}
+
+/// `libkevent-epoll.so`: `KEVENT_EPOLL_SO`, else next to this executable (`cargo build
+/// --release -p kevent-epoll-preload` puts it there).
+pub fn find_shim() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("KEVENT_EPOLL_SO") {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [
+        dir.join("libkevent_epoll.so"),
+        dir.join("../lib/libkevent-epoll.so"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+}
+
+/// lighttpd's configuration for `port`, everything under `prefix` (the document root
+/// `prefix/html` holds `index.html`, the 13-byte body).
+pub fn lighttpd_config(prefix: &Path, port: u16, max_fds: u64) -> String {
+    let p = prefix.display();
+    format!(
+        "# kevent-bench: lighttpd as an outside anchor (one process, keep-alive)\n\
+         server.document-root = \"{p}/html\"\n\
+         server.bind = \"127.0.0.1\"\n\
+         server.port = {port}\n\
+         server.errorlog = \"{p}/logs/error.log\"\n\
+         server.event-handler = \"linux-sysepoll\"\n\
+         server.max-worker = 0\n\
+         server.max-fds = {max_fds}\n\
+         server.max-connections = {}\n\
+         server.listen-backlog = 65535\n\
+         server.max-keep-alive-requests = 1000000000\n\
+         server.max-keep-alive-idle = 300\n\
+         index-file.names = (\"index.html\")\n\
+         mimetype.assign = (\".html\" => \"text/plain\")\n",
+        max_fds / 2
+    )
 }
 
 /// `nginx -V` (version and configure arguments; nginx prints them to stderr).
@@ -97,29 +173,55 @@ fn free_port() -> std::io::Result<u16> {
 impl Nginx {
     /// Starts `bin` pinned to `cpu`; waits (up to 5 s) until it accepts connections.
     pub fn start(bin: &Path, cpu: Option<usize>) -> Result<Nginx, String> {
-        let info = version_info(bin);
-        let version = info
-            .lines()
-            .find_map(|l| l.strip_prefix("nginx version: "))
-            .unwrap_or("nginx (version unknown)")
-            .trim()
-            .to_owned();
+        Nginx::start_kind(Kind::Nginx, bin, cpu, None)
+    }
+
+    /// Starts the server `kind` from `bin` pinned to `cpu`, under `LD_PRELOAD=shim` when
+    /// given (then on kevent queues, on the process's backend).
+    pub fn start_kind(
+        kind: Kind,
+        bin: &Path,
+        cpu: Option<usize>,
+        shim: Option<&Path>,
+    ) -> Result<Nginx, String> {
+        let info = match kind {
+            Kind::Nginx => version_info(bin),
+            Kind::Lighttpd => Command::new(bin)
+                .arg("-v")
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default(),
+        };
+        let version = match kind {
+            Kind::Nginx => info
+                .lines()
+                .find_map(|l| l.strip_prefix("nginx version: "))
+                .unwrap_or("nginx (version unknown)"),
+            Kind::Lighttpd => info
+                .split_whitespace()
+                .next()
+                .unwrap_or("lighttpd (version unknown)"),
+        }
+        .trim()
+        .to_owned();
         let prefix = std::env::temp_dir().join(format!(
             "kevent-bench-nginx.{}.{}",
             std::process::id(),
             os::now_ns()
         ));
-        for d in ["logs", "tmp"] {
+        for d in ["logs", "tmp", "html"] {
             std::fs::create_dir_all(prefix.join(d)).map_err(|e| format!("{e}"))?;
         }
+        std::fs::write(prefix.join("html/index.html"), "Hello, world\n")
+            .map_err(|e| format!("{e}"))?;
         let port = free_port().map_err(|e| format!("no free port: {e}"))?;
         let (soft, _) = os::raise_fd_limit();
-        let conf = prefix.join("nginx.conf");
-        std::fs::write(
-            &conf,
-            config(&prefix, port, soft.saturating_sub(64).max(1024), &info),
-        )
-        .map_err(|e| format!("{}: {e}", conf.display()))?;
+        let conf = prefix.join(format!("{}.conf", kind.name()));
+        let text = match kind {
+            Kind::Nginx => config(&prefix, port, soft.saturating_sub(64).max(1024), &info),
+            Kind::Lighttpd => lighttpd_config(&prefix, port, soft.saturating_sub(64).max(1024)),
+        };
+        std::fs::write(&conf, text).map_err(|e| format!("{}: {e}", conf.display()))?;
         let mut n = Nginx {
             child: None,
             port,
@@ -127,13 +229,20 @@ impl Nginx {
             version,
         };
         let mut cmd = Command::new(bin);
-        cmd.arg("-p")
-            .arg(&n.prefix)
-            .arg("-c")
-            .arg(&conf)
-            .arg("-e")
-            .arg(n.prefix.join("logs/error.log"))
-            .stdin(Stdio::null())
+        match kind {
+            Kind::Nginx => cmd
+                .arg("-p")
+                .arg(&n.prefix)
+                .arg("-c")
+                .arg(&conf)
+                .arg("-e")
+                .arg(n.prefix.join("logs/error.log")),
+            Kind::Lighttpd => cmd.arg("-D").arg("-f").arg(&conf),
+        };
+        if let Some(so) = shim {
+            cmd.env("LD_PRELOAD", so);
+        }
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         pin_child(&mut cmd, cpu);
@@ -155,7 +264,8 @@ impl Nginx {
                     std::fs::read_to_string(n.prefix.join("logs/error.log")).unwrap_or_default();
                 let why = format!("{} {}", why.trim(), log.trim());
                 return Err(format!(
-                    "nginx did not start ({}): {}",
+                    "{} did not start ({}): {}",
+                    kind.name(),
                     exited.map_or("timed out".to_owned(), |s| s.to_string()),
                     why.trim()
                 ));
