@@ -156,3 +156,98 @@ backend_test! {
         q.remove_ok(&[et]);
     }
 }
+
+/// Issue 15's two sequences through the C library's exported functions with a ring: the
+/// events taken by `kevent_wait` and read from the ring (`d17_state_reevaluation.rs` takes
+/// them with `kevent_get_events`), on the process's backend.
+#[test]
+fn d17_issue15_sequences_through_the_c_library_ring() {
+    use kevent_c::capi::calls::{kevent_commit, kevent_ctl, kevent_init, kevent_wait};
+    const N: u32 = 8;
+    let words = vec![0u64; ring_bytes(N).expect("size").div_ceil(8)].into_boxed_slice();
+    let words = Box::into_raw(words);
+    let ring = words.cast::<kevent_ring>();
+    // SAFETY: `ring` points to `ring_bytes(N)` zeroed, 8-aligned bytes, freed only after the
+    // queue fd is closed below.
+    let q = unsafe { kevent_init(ring, N, 0) };
+    assert!(q >= 0, "kevent_init: {}", std::io::Error::last_os_error());
+    let mut uidx = 0u32;
+    let mut take = || -> Vec<ukevent> {
+        // SAFETY: the ring header is valid while the queue lives; read with atomics as the
+        // engine writes it.
+        let (kidx, over) = unsafe {
+            (
+                std::sync::atomic::AtomicU32::from_ptr(&raw mut (*ring).ring_kidx),
+                std::sync::atomic::AtomicU32::from_ptr(&raw mut (*ring).ring_over),
+            )
+        };
+        let k0 = kidx.load(std::sync::atomic::Ordering::Acquire);
+        let o = over.load(std::sync::atomic::Ordering::Acquire);
+        // SAFETY: plain integers and a timespec by value.
+        let n = unsafe { kevent_wait(q, N - 1, uidx, ZERO, 0) };
+        assert!(n >= 0, "kevent_wait: {}", std::io::Error::last_os_error());
+        let evs: Vec<ukevent> = (0..n as u32)
+            .map(|i| {
+                // SAFETY: the slot lies inside the ring and was published by ring_kidx.
+                unsafe {
+                    (&raw const (*ring).event)
+                        .cast::<ukevent>()
+                        .add(((k0 + i) % N) as usize)
+                        .read_volatile()
+                }
+            })
+            .collect();
+        if n > 0 {
+            uidx = (uidx + n as u32) % N;
+            // SAFETY: plain integers.
+            assert_eq!(unsafe { kevent_commit(q, uidx, o) }, n, "kevent_commit");
+        }
+        evs
+    };
+    let ctl = |cmd: u32, e: &mut ukevent| {
+        // SAFETY: `e` is one valid entry, readable and writable.
+        let r = unsafe { kevent_ctl(q, cmd, 1, e) };
+        assert_eq!(
+            r,
+            0,
+            "kevent_ctl({cmd}): {}",
+            std::io::Error::last_os_error()
+        );
+        assert_eq!(e.ret_flags & KEVENT_RET_BROKEN, 0, "{e:?}");
+    };
+    let poll_in = |fd: i32| Want::new(KEVENT_POLL, fd as u64).data0(KEVENT_POLL_POLLIN);
+    let err_hup = KEVENT_POLL_POLLERR | KEVENT_POLL_POLLHUP;
+
+    // Sequence 1: ET|ALWAYS_QUEUE|LAST_CHECK for OUT (queued at ADD), MODIFY to IN, level.
+    let (a, peer) = socketpair();
+    let fd = a.as_raw_fd();
+    assert_eq!(write_fd(peer.as_raw_fd(), &[7u8; 2165]), 2165);
+    let req = KEVENT_REQ_ET | KEVENT_REQ_ALWAYS_QUEUE | KEVENT_REQ_LAST_CHECK;
+    let mut e = on_fd(KEVENT_POLL, fd, KEVENT_POLL_POLLOUT | err_hup, req);
+    ctl(KEVENT_CTL_ADD, &mut e);
+    let mut m = on_fd(KEVENT_POLL, fd, KEVENT_POLL_POLLIN | err_hup, 0);
+    ctl(KEVENT_CTL_MODIFY, &mut m);
+    expect_events(&take(), &[poll_in(fd)]);
+    expect_events(&take(), &[poll_in(fd)]);
+    drain(fd);
+    expect_events(&take(), &[]);
+    ctl(KEVENT_CTL_REMOVE, &mut m);
+
+    // Sequence 2: IN|OUT level, ALWAYS_QUEUE (queued as writable), then the buffer filled.
+    let (a, _peer) = socketpair();
+    let fd = a.as_raw_fd();
+    let mut e = on_fd(
+        KEVENT_POLL,
+        fd,
+        KEVENT_POLL_POLLIN | KEVENT_POLL_POLLOUT,
+        KEVENT_REQ_ALWAYS_QUEUE,
+    );
+    ctl(KEVENT_CTL_ADD, &mut e);
+    let chunk = [0u8; 4096];
+    while write_fd(fd, &chunk) > 0 {}
+    assert_eq!(poll_now(fd, libc::POLLIN | libc::POLLOUT), 0);
+    expect_events(&take(), &[]);
+    close(q);
+    // SAFETY: `words` came from Box::into_raw above; the queue fd is closed.
+    drop(unsafe { Box::from_raw(words) });
+}
