@@ -266,16 +266,8 @@ pub unsafe extern "C" fn epoll_wait(
     maxevents: c_int,
     timeout: c_int,
 ) -> c_int {
-    // SAFETY: the caller's contract; no signal mask.
-    unsafe {
-        wait(
-            epfd,
-            events,
-            maxevents,
-            kevent_epoll::timeout_ms(timeout),
-            std::ptr::null(),
-        )
-    }
+    // SAFETY: the caller's contract; no signal mask (epoll_pwait's null mask).
+    unsafe { epoll_pwait(epfd, events, maxevents, timeout, std::ptr::null()) }
 }
 
 /// `epoll_pwait(epfd, events, maxevents, timeout, sigmask)`.
