@@ -607,7 +607,13 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
     }
     let mut nginx_errors = String::new();
     for (s, n) in &mut externals {
-        let e = n.errors();
+        // lighttpd logs its start and stop to the error log too: not errors.
+        let e: String = n
+            .errors()
+            .lines()
+            .filter(|l| !l.contains("server started") && !l.contains("server stopped"))
+            .collect::<Vec<_>>()
+            .join("\n");
         if !e.trim().is_empty() {
             let _ = write!(nginx_errors, "{}: {} ", s.name(), e.trim());
         }
