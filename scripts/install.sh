@@ -21,7 +21,7 @@
 #   PREFIX/lib/libkevent-epoll.so      the LD_PRELOAD library that runs epoll programs on
 #                                      kevent (stripped), and
 #   PREFIX/bin/kevent-run              its wrapper: kevent-run CMD ARGS...
-#                                      (both only when libkevent_epoll.so was built)
+#                                      (both only when libkevent_epoll_preload.so was built)
 #
 # after which   cc prog.c $(pkg-config --cflags --libs kevent)   works (with
 # PKG_CONFIG_PATH=PREFIX/lib/pkgconfig if PREFIX is not a system prefix).
@@ -169,21 +169,21 @@ for page in "$repo"/man/man3/*.3; do install -m 0644 "$page" "$man/man3/"; done
 
 # libkevent-epoll.so and kevent-run (README, "epoll programs on kevent").
 shim=0
-if [ -f "$from/libkevent_epoll.so" ]; then
+if [ -f "$from/libkevent_epoll_preload.so" ]; then
 	shim=1
 	bin="$destdir$bindir"
 	mkdir -p "$bin"
 	if [ "$strip" = 1 ]; then
-		objcopy --strip-unneeded --remove-section=.comment "$from/libkevent_epoll.so" \
+		objcopy --strip-unneeded --remove-section=.comment "$from/libkevent_epoll_preload.so" \
 			"${work:?}/libkevent-epoll.so"
 		install -m 0755 "$work/libkevent-epoll.so" "$lib/libkevent-epoll.so"
 	else
-		install -m 0755 "$from/libkevent_epoll.so" "$lib/libkevent-epoll.so"
+		install -m 0755 "$from/libkevent_epoll_preload.so" "$lib/libkevent-epoll.so"
 	fi
 	sed -e "s|@KEVENT_EPOLL_SO@|$libdir/libkevent-epoll.so|" "$repo/scripts/kevent-run" >"$bin/kevent-run"
 	chmod 0755 "$bin/kevent-run"
 else
-	echo "install.sh: $from/libkevent_epoll.so not built: libkevent-epoll.so and kevent-run not installed" >&2
+	echo "install.sh: $from/libkevent_epoll_preload.so not built: libkevent-epoll.so and kevent-run not installed" >&2
 fi
 
 size() { wc -c <"$1" | tr -d ' '; }

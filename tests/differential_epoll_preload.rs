@@ -1,6 +1,6 @@
 //! `libkevent-epoll.so` (the `kevent-epoll-preload` crate) driven by the differential test of
 //! `differential_epoll.rs`: this test binary re-executes itself under
-//! `LD_PRELOAD=libkevent_epoll.so`, once per backend (`KEVENT_BACKEND`), where its calls to
+//! `LD_PRELOAD=libkevent_epoll_preload.so`, once per backend (`KEVENT_BACKEND`), where its calls to
 //! libc's `epoll_create1`, `epoll_ctl` and `epoll_wait` land in the shim, and compares them
 //! with the kernel's epoll reached through raw system calls, sequence by sequence.
 //!

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `target/<profile>/libkevent_epoll.so`, built first (a no-op when up to date): `cargo
+/// `target/<profile>/libkevent_epoll_preload.so`, built first (a no-op when up to date): `cargo
 /// test` builds no cdylib of another package by itself. `KEVENT_EPOLL_SO` names another
 /// copy (an installed one).
 pub fn shim() -> Result<PathBuf, String> {
@@ -28,7 +28,7 @@ pub fn shim() -> Result<PathBuf, String> {
     if !status.success() {
         return Err("cargo build -p kevent-epoll-preload failed".into());
     }
-    let so = profile.join("libkevent_epoll.so");
+    let so = profile.join("libkevent_epoll_preload.so");
     if so.exists() {
         Ok(so)
     } else {

@@ -80,7 +80,7 @@ pub fn find_shim() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
     [
-        dir.join("libkevent_epoll.so"),
+        dir.join("libkevent_epoll_preload.so"),
         dir.join("../lib/libkevent-epoll.so"),
     ]
     .into_iter()
