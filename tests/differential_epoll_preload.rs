@@ -85,7 +85,7 @@ fn d17_differential_epoll_through_the_preloaded_shim() {
         }
     };
     for b in backends(NAME) {
-        let kind = b.kind().as_str();
+        let kind = b.as_str();
         let out = run_child(
             NAME,
             kind,

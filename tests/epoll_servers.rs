@@ -358,7 +358,7 @@ fn serve(name: &'static str) {
     require!(so.is_ok(), "libkevent-epoll.so unavailable: {:?}", so.err());
     let so = so.expect("checked");
     for b in backends(&test) {
-        let kind = b.kind().as_str();
+        let kind = b.as_str();
         let port = free_port();
         let server = Server::start(name, &bin, &so, kind, port);
         assert!(

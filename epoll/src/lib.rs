@@ -21,7 +21,7 @@
 //!   interrupted; epoll returns `EINTR`, which programs rely on to look at the flags their
 //!   handlers set. A wait that returns nothing before its timeout is reported as `EINTR`.
 //!
-//! [`Epoll`] runs on any [`RawBackend`], taking events with `kevent_get_events` or through
+//! [`Epoll`] runs on any [`Backend`], taking events with `kevent_get_events` or through
 //! the ring (`kevent_wait`, [`Via`]). `libkevent-epoll.so` (the `kevent-epoll-preload`
 //! crate) exports the epoll calls over it; the suite's differential test
 //! (`tests/differential_epoll.rs`) checks it against a real epoll on every backend.
@@ -33,13 +33,13 @@ use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use kevent::backend::RawBackend;
+use kevent_backend::Backend;
 use kevent_sys::{
     Errno, KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_CTL_REMOVE, KEVENT_REQ_READY,
-    KEVENT_RET_BROKEN, KEVENT_RET_DONE, kevent_ring, ukevent,
+    KEVENT_RET_BROKEN, KEVENT_RET_DONE, kevent_ring, ring::RingView, ukevent,
 };
 
 /// How an [`Epoll`] takes ready events from its queue.
@@ -96,9 +96,9 @@ struct OneShot {
 /// Caller-owned ring memory of an [`Epoll`] with [`Via::Ring`].
 #[derive(Debug)]
 struct Ring {
-    base: NonNull<kevent_ring>,
+    /// The header and slots, through the one definition of the ring protocol.
+    view: RingView,
     words: *mut [u64],
-    n: u32,
     /// The consumer index (every slot before it is committed).
     uidx: u32,
 }
@@ -110,7 +110,7 @@ unsafe impl Send for Ring {}
 /// One epoll instance on a kevent queue.
 #[derive(Debug)]
 pub struct Epoll {
-    b: RawBackend,
+    b: Backend,
     fd: RawFd,
     opts: Options,
     owns_fd: bool,
@@ -147,11 +147,14 @@ impl Epoll {
     ///
     /// What `kevent_init` returns (`EMFILE`, `ENOMEM`, …); `EINVAL` for a ring of fewer than
     /// 2 slots.
-    pub fn create(b: RawBackend, opts: Options) -> Result<Epoll, Errno> {
+    pub fn create(b: Backend, opts: Options) -> Result<Epoll, Errno> {
         let (fd, ring) = match opts.via {
             Via::GetEvents => {
                 // SAFETY: a null ring with num 0 registers no memory.
-                (unsafe { b.init(std::ptr::null_mut(), 0, 0) }?, None)
+                (
+                    unsafe { kevent_backend::init(b, std::ptr::null_mut(), 0, 0) }?,
+                    None,
+                )
             }
             Via::Ring(n) => {
                 let bytes = kevent_sys::ring_bytes(n).ok_or(Errno::EINVAL)?;
@@ -160,13 +163,16 @@ impl Epoll {
                 // SAFETY: `base` points to `bytes` zeroed, 8-aligned bytes that stay
                 // allocated until `Drop` has closed the queue fd (or for ever, if the fd is
                 // handed over with `disown`).
-                match unsafe { b.init(base.as_ptr(), n, 0) } {
+                match unsafe { kevent_backend::init(b, base.as_ptr(), n, 0) } {
                     Ok(fd) => (
                         fd,
                         Some(Mutex::new(Ring {
-                            base,
+                            // SAFETY: `base` is the ring just registered: `ring_bytes(n)`
+                            // bytes, 8-aligned, alive as long as the instance; its header
+                            // is only accessed atomically (through the view) or by the
+                            // queue.
+                            view: unsafe { RingView::new(base, n) },
                             words,
-                            n,
                             uidx: 0,
                         })),
                     ),
@@ -196,7 +202,7 @@ impl Epoll {
     }
 
     /// The backend serving the queue.
-    pub fn backend(&self) -> RawBackend {
+    pub fn backend(&self) -> Backend {
         self.b
     }
 
@@ -416,36 +422,21 @@ impl Epoll {
             return Ok(&buf[..n]);
         };
         let mut r = ring.lock().unwrap_or_else(|p| p.into_inner());
-        let base = r.base.as_ptr();
-        // SAFETY: the header lies at the start of the ring memory, valid while `self` lives;
-        // the queue stores both indices atomically, so atomic views of them are sound.
-        let (kidx, over) = unsafe {
-            (
-                AtomicU32::from_ptr(&raw mut (*base).ring_kidx),
-                AtomicU32::from_ptr(&raw mut (*base).ring_over),
-            )
-        };
-        let k0 = kidx.load(Ordering::Acquire);
-        let over_before = over.load(Ordering::Acquire);
-        let num = (buf.len() as u32).min(r.n - 1);
+        let (view, n) = (r.view, r.view.size());
+        let k0 = view.kidx();
+        let over_before = view.over();
+        let num = (buf.len() as u32).min(n - 1);
         let got = self.b.wait(self.fd, num, r.uidx, timeout, 0)?;
-        let k1 = kidx.load(Ordering::Acquire);
-        if k1 != (k0 + got) % r.n || got > num {
+        if view.kidx() != (k0 + got) % n || got > num {
             return Err(Errno::EIO);
         }
         for (i, slot) in buf.iter_mut().take(got as usize).enumerate() {
-            let at = (k0 + i as u32) % r.n;
-            // SAFETY: `at < n`, inside the `n` entries allocated; the slot was published by
-            // `ring_kidx` (Acquire above) and is not written again until it is committed.
-            *slot = unsafe {
-                (&raw const (*base).event)
-                    .cast::<ukevent>()
-                    .add(at as usize)
-                    .read_volatile()
-            };
+            // SAFETY: the slot lies between the consumer index and the `ring_kidx` just
+            // loaded, so the queue does not write it until it is committed.
+            *slot = unsafe { view.read(k0 + i as u32) };
         }
         if got > 0 {
-            let new_uidx = (r.uidx + got) % r.n;
+            let new_uidx = (r.uidx + got) % n;
             let released = self.b.commit(self.fd, new_uidx, over_before)?;
             if released != got {
                 return Err(Errno::EIO);

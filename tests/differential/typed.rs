@@ -58,7 +58,7 @@ pub fn kind_of(fd: RawFd) -> Kind {
 /// Typed kevents on a queue of one backend.
 #[derive(Debug)]
 pub struct Typed {
-    b: RawBackend,
+    b: Backend,
     q: Queue,
     opts: Options,
     /// fds whose ONESHOT fired (kevent unregistered them; epoll holds them disabled).
@@ -80,7 +80,7 @@ fn key(fd: RawFd) -> ukevent {
 
 impl Typed {
     /// A subject for `opts` (`Via::Ring` uses a ring of that size).
-    pub fn new(b: RawBackend, opts: Options) -> Typed {
+    pub fn new(b: Backend, opts: Options) -> Typed {
         let q = match opts.via {
             Via::GetEvents => Queue::new(b),
             Via::Ring(n) => Queue::with_ring(b, n),

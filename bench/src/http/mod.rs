@@ -552,8 +552,8 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
              `LD_PRELOAD={}` (its epoll instances are kevent queues on the {} backend); its \
              ratio is to the same server on epoll in the same round",
             so.display(),
-            kevent::backend::RawBackend::current()
-                .map_or("unavailable".into(), |b| b.kind().as_str().to_owned())
+            kevent_backend::Backend::current()
+                .map_or("unavailable".into(), |b| b.as_str().to_owned())
         ));
     }
     for n in &notes {

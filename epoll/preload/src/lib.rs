@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
-use kevent::backend::RawBackend;
+use kevent_backend::Backend;
 use kevent_epoll::{Epoll, MAX_BATCH, Options};
 use kevent_sys::Errno;
 
@@ -117,9 +117,9 @@ fn fail(e: Errno) -> c_int {
 
 /// The process's backend; an unusable one (`KEVENT_BACKEND=native` on a kernel without
 /// kevent) is said once on stderr.
-fn backend() -> Result<RawBackend, Errno> {
+fn backend() -> Result<Backend, Errno> {
     static SAID: std::sync::Once = std::sync::Once::new();
-    RawBackend::current().map_err(|e| {
+    Backend::current().map_err(|e| {
         SAID.call_once(|| eprintln!("libkevent-epoll: {e}"));
         Errno::ENOSYS
     })
