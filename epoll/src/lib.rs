@@ -375,7 +375,8 @@ impl Epoll {
     ) -> Result<usize, Errno> {
         loop {
             let left = match deadline {
-                None => FOREVER,
+                // D6: no limit is a very large relative timeout.
+                None => kevent_sys::FOREVER,
                 Some(d) => timespec(d.saturating_duration_since(Instant::now())),
             };
             let got = self.take(buf, &left)?;
@@ -464,15 +465,9 @@ impl Drop for Epoll {
     }
 }
 
-/// "No limit" (**D6**): a very large relative timeout.
-const FOREVER: libc::timespec = libc::timespec {
-    tv_sec: libc::time_t::MAX / 2,
-    tv_nsec: 0,
-};
-
 fn timespec(d: Duration) -> libc::timespec {
     libc::timespec {
-        tv_sec: d.as_secs().min(libc::time_t::MAX as u64 / 2) as libc::time_t,
+        tv_sec: d.as_secs().min(kevent_sys::FOREVER_SECS as u64) as libc::time_t,
         tv_nsec: d.subsec_nanos() as libc::c_long,
     }
 }
