@@ -46,8 +46,6 @@ fn main() {
 
     // The soname (only the cdylib gets it; rlib and staticlib are unaffected).
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libkevent.so.{SONAME_MAJOR}");
-    // For tests/c_api.rs, which drives the cc crate outside a build script.
-    println!("cargo:rustc-env=KEVENT_C_TARGET={target}");
 
     let body = match fs::read_to_string(&ukevent_h) {
         Ok(b) => b,

@@ -5,14 +5,12 @@
 //! prints its output. The header alone is checked in C99, C11, C++17 and C++20, and
 //! `kevent-sys/include/linux/ukevent.h` as the kernel's uapi header (issue 11).
 //!
-//! Finding the library and header, compiling and running: `tests/c_support/mod.rs`.
-
-mod c_support;
+//! Finding the library and header, compiling and running: `kevent_test_support::c` (`tests/support/src/c.rs`).
 
 use std::path::Path;
 use std::process::Command;
 
-use c_support::{
+use kevent_test_support::c::{
     Lang, Link, build, build_and_run, compiler, example, have_cxx, include_dir, out_dir,
     profile_dir, repo_dir, run, run_checked,
 };

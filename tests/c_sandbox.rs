@@ -21,16 +21,13 @@
 //! skip, and fail instead under `KEVENT_REQUIRE_ALL=1`.
 
 #[cfg(target_arch = "x86_64")]
-mod c_support;
-
-#[cfg(target_arch = "x86_64")]
 mod x86_64 {
     use std::os::unix::process::CommandExt;
     use std::path::PathBuf;
     use std::process::Command;
     use std::sync::OnceLock;
 
-    use super::c_support::{
+    use kevent_test_support::c::{
         EXAMPLES, Lang, Link, build, build_example, out_dir, require_all_forbids, run_cmd,
     };
 

@@ -8,15 +8,11 @@
 //! static executable cannot preload anything.
 #![allow(unsafe_code)]
 
-#[macro_use]
-mod common;
-mod differential;
-
 use std::time::Duration;
 
-use common::*;
-use differential::shim::shim;
-use differential::*;
+use kevent_test_support::differential::shim::shim;
+use kevent_test_support::differential::*;
+use kevent_test_support::*;
 
 /// Set in the re-executed child: the backend the parent chose for it.
 const CHILD_ENV: &str = "KEVENT_PRELOAD_CHILD";

@@ -9,18 +9,14 @@
 //! Not part of the conformance binary (a static executable cannot preload the shim).
 #![allow(unsafe_code)]
 
-#[macro_use]
-mod common;
-mod differential;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
-use differential::shim::shim;
+use kevent_test_support::differential::shim::shim;
+use kevent_test_support::*;
 
 /// The large file: bigger than a loopback socket's buffers, so the server waits for
 /// writability.

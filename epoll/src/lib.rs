@@ -24,7 +24,7 @@
 //! [`Epoll`] runs on any [`Backend`], taking events with `kevent_get_events` or through
 //! the ring (`kevent_wait`, [`Via`]). `libkevent-epoll.so` (the `kevent-epoll-preload`
 //! crate) exports the epoll calls over it; the suite's differential test
-//! (`tests/differential_epoll.rs`) checks it against a real epoll on every backend.
+//! (`tests/conformance/differential_epoll.rs`) checks it against a real epoll on every backend.
 #![allow(unsafe_code)]
 
 pub mod mapping;

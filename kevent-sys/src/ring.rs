@@ -11,7 +11,7 @@
 //! The fallback engine's producer (`kevent-fallback`), the safe API's consumers (`kevent`),
 //! the benchmark's raw consumer, the conformance suite and the fuzz harness all use these; the
 //! kernel port (`kernel/`) implements the same rules in C. The oracles that *check* the rule
-//! (`tests/model.rs`, the fuzz harness) are written independently, on absolute positions,
+//! (`tests/conformance/model.rs`, the fuzz harness) are written independently, on absolute positions,
 //! and never call [`commit`].
 //!
 //! # The protocol

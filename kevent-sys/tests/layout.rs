@@ -5,7 +5,7 @@
 //! `include/linux/ukevent.h`, or the patched kernel's header when the build used one. It prints
 //! every struct size and alignment, field offset and size, and constant. Each value must equal
 //! both the Rust side (the bindgen output in `kevent_sys`) and the spec's number (written below
-//! for section 1, in `tests/common/mod.rs` for section 2), so a change to one offset or constant fails here even if header and bindings changed
+//! for section 1, in `tests/support/` for section 2), so a change to one offset or constant fails here even if header and bindings changed
 //! together. The set of names must match exactly, so the C program and this table cannot drift
 //! apart silently.
 

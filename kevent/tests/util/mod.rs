@@ -1,11 +1,13 @@
 //! Helpers shared by the integration tests: exact `expect_events` / `expect_no_events`
-//! (mio's, made exact: an event nobody expected fails the test), fd helpers.
+//! (mio's, made exact: an event nobody expected fails the test; the matching is the
+//! conformance harness's one matcher, `kevent_test_support::match_exact_by`), fd helpers.
 #![allow(dead_code)]
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use kevent::{Event, Events, Key, Queue, Timeout};
+use kevent_test_support::match_exact_by;
 
 /// One expected event: its key and a predicate on the whole event.
 pub struct ExpectEvent {
@@ -69,17 +71,17 @@ pub fn expect_events(queue: &Queue, expected: Vec<ExpectEvent>) -> Vec<Event> {
         queue
             .get_events(&mut events, 1, Timeout::after(left))
             .expect("get_events");
-        let mut this_wait = vec![false; expected.len()];
-        for ev in &events {
-            seen.push(ev);
-            let i = expected
-                .iter()
-                .enumerate()
-                .position(|(i, x)| x.matches(&ev) && !this_wait[i])
-                .unwrap_or_else(|| panic!("unexpected event {ev:?}; expected {expected:?}"));
-            this_wait[i] = true;
-            matched[i] = true;
+        let got: Vec<Event> = events.iter().collect();
+        let (missing, extra) = match_exact_by(&got, &expected, |x, ev| x.matches(ev));
+        assert!(
+            extra.is_empty(),
+            "unexpected events {:?}; expected {expected:?}",
+            extra.iter().map(|&g| &got[g]).collect::<Vec<_>>()
+        );
+        for (w, m) in matched.iter_mut().enumerate() {
+            *m |= !missing.contains(&w);
         }
+        seen.extend(got);
     }
     seen
 }

@@ -1,0 +1,203 @@
+//! D10: a watched fd closed without REMOVE, its number reused by a new file. Events of the
+//! new file are never reported through the old registration; the old kevent is reported at
+//! most once, as `RET_BROKEN|RET_DONE` with `-EBADF`, and unregistered; a later ADD of the
+//! same `(type, id)` registers the new file (never `-EEXIST`).
+//!
+//! The tests put the new file on the old number with `dup2`, so they run in child processes
+//! (no other test may be opening fds meanwhile).
+#![allow(unsafe_code)]
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use kevent_test_support::*;
+
+const OLD: u64 = 0x01d;
+const NEW: u64 = 0x0e1;
+
+/// Moves `f` onto fd number `n` (which must be closed) and returns the owner of `n`.
+fn onto(f: OwnedFd, n: i32) -> OwnedFd {
+    if f.as_raw_fd() == n {
+        return f;
+    }
+    // SAFETY: dup2 onto a number this single-threaded child just closed.
+    owned(unsafe { libc::dup2(f.as_raw_fd(), n) }, "dup2")
+}
+
+/// Collects every event for `d`.
+fn collect(q: &Queue, d: Duration) -> Vec<ukevent> {
+    let start = Instant::now();
+    let mut all = Vec::new();
+    while start.elapsed() < d {
+        all.extend(q.get(16, &ms(10)));
+    }
+    all
+}
+
+/// Checks the old registration's reports: at most one, and that one BROKEN|DONE -EBADF.
+#[track_caller]
+fn check_old(events: &[ukevent]) {
+    let old: Vec<&ukevent> = events.iter().filter(|e| e.cookie() == OLD).collect();
+    assert!(
+        old.len() <= 1,
+        "old registration reported {} times: {old:#?}",
+        old.len()
+    );
+    for e in old {
+        assert!(
+            Want::of(e).broken(Errno::EBADF).matches(e),
+            "old registration reported something else than BROKEN|DONE -EBADF: {e:?}"
+        );
+    }
+}
+
+/// One D10 scenario: `make` creates (watched end, other end) of the fd kind; `ready` makes
+/// the watched end ready through the other end; `ev` builds the kevent.
+fn scenario(
+    b: Backend,
+    make: fn() -> (OwnedFd, OwnedFd),
+    ready: fn(&OwnedFd, &OwnedFd),
+    ev: fn(i32) -> ukevent,
+) {
+    let q = Queue::new(b);
+    let (w1, o1) = make();
+    let x = w1.as_raw_fd();
+    let mut old = ev(x);
+    old.set_cookie(OLD);
+    q.add_ok(&[old]);
+    q.expect_no_events();
+    // Close without REMOVE, reuse the number for a new file, make the new file ready.
+    drop(w1);
+    drop(o1);
+    let (w2, o2) = make();
+    let w2 = onto(w2, x);
+    ready(&w2, &o2);
+    let mut all = collect(&q, Duration::from_millis(100));
+    assert!(
+        all.iter().all(|e| e.cookie() == OLD),
+        "events not from the old registration: {all:#?}"
+    );
+    check_old(&all);
+    // A later ADD of the same key registers the new file.
+    let mut new = ev(x);
+    new.set_cookie(NEW);
+    new.req_flags |= KEVENT_REQ_ALWAYS_QUEUE;
+    let back = q.add(&[new]);
+    assert!(back.is_empty(), "ADD of the reused number: {back:#?}");
+    let more = collect(&q, Duration::from_millis(60));
+    assert!(
+        more.iter()
+            .any(|e| e.cookie() == NEW && e.ret_flags & KEVENT_RET_BROKEN == 0),
+        "the new file's registration reported nothing: {more:#?}"
+    );
+    all.extend(more);
+    check_old(&all);
+    // Exactly one registration is left for the key: the new one.
+    q.remove_ok(&[new]);
+    let r = q.ctl_in_place(KEVENT_CTL_REMOVE, &[new]);
+    assert!(Want::of(&new).broken(Errno::ENOENT).matches(&r[0]), "{r:?}");
+    let rest = collect(&q, Duration::from_millis(30));
+    check_old(&[all, rest.clone()].concat());
+    assert!(rest.iter().all(|e| e.cookie() == OLD), "{rest:#?}");
+}
+
+fn sockets() -> (OwnedFd, OwnedFd) {
+    socketpair()
+}
+
+fn pipes() -> (OwnedFd, OwnedFd) {
+    pipe()
+}
+
+fn send_byte(_w: &OwnedFd, other: &OwnedFd) {
+    assert_eq!(write_fd(other.as_raw_fd(), b"x"), 1);
+}
+
+isolated_test! {
+    /// D10 for SOCKET: the new socket's data is never reported through the old kevent.
+    fn d10_socket_fd_reuse_after_close_without_remove(b) {
+        scenario(b, sockets, send_byte, |fd| on_fd(KEVENT_SOCKET, fd, KEVENT_SOCKET_RECV, 0));
+    }
+
+    /// D10 for PIPE (the watched read end reused by another pipe's read end).
+    fn d10_pipe_fd_reuse_after_close_without_remove(b) {
+        scenario(b, pipes, send_byte, |fd| on_fd(KEVENT_PIPE, fd, KEVENT_SOCKET_RECV, 0));
+    }
+
+    /// D10 for POLL (an eventfd reused by another eventfd).
+    fn d10_poll_fd_reuse_after_close_without_remove(b) {
+        scenario(
+            b,
+            || (eventfd(0), eventfd(0)),
+            |w, _| assert_eq!(write_fd(w.as_raw_fd(), &1u64.to_ne_bytes()), 8),
+            |fd| on_fd(KEVENT_POLL, fd, KEVENT_POLL_POLLIN, 0),
+        );
+    }
+
+    /// D10 across kinds: a watched socket's number reused by a pipe; ADD of the same key
+    /// (SOCKET) now fails for the right reason (not a socket), never `-EEXIST`.
+    fn d10_reuse_by_another_kind_never_eexist(b) {
+        let q = Queue::new(b);
+        let (s, _peer) = socketpair();
+        let x = s.as_raw_fd();
+        let mut old = on_fd(KEVENT_SOCKET, x, KEVENT_SOCKET_RECV, 0);
+        old.set_cookie(OLD);
+        q.add_ok(&[old]);
+        drop(s);
+        let (r, w) = pipe();
+        let r = onto(r, x);
+        assert_eq!(write_fd(w.as_raw_fd(), b"x"), 1);
+        let back = q.add(&[on_fd(KEVENT_SOCKET, x, KEVENT_SOCKET_RECV, 0)]);
+        expect_events(&back, &[Want::of(&old).broken(Errno::EINVAL)]);
+        let all = collect(&q, Duration::from_millis(50));
+        check_old(&all);
+        assert!(all.iter().all(|e| e.cookie() == OLD), "{all:#?}");
+        drop(r);
+    }
+
+    /// D10 when the old kevent is re-checked at delivery: a READY mark on it (with and
+    /// without LAST_CHECK, which makes the queue look at the fd then, decision P6) after its
+    /// number went to a ready new file never reports the new file; the old kevent is
+    /// reported at most once, as BROKEN|DONE -EBADF.
+    fn d10_ready_mark_after_fd_reuse_never_reports_the_new_file(b) {
+        for req in [0, KEVENT_REQ_LAST_CHECK] {
+            let q = Queue::new(b);
+            let (s, _peer) = socketpair();
+            let x = s.as_raw_fd();
+            let mut old = on_fd(KEVENT_SOCKET, x, KEVENT_SOCKET_RECV, req);
+            old.set_cookie(OLD);
+            q.add_ok(&[old]);
+            // The new pair is made while `x` is taken, so that neither end lands on it.
+            let (s2, peer2) = socketpair();
+            drop(s);
+            let s2 = onto(s2, x);
+            assert_eq!(write_fd(peer2.as_raw_fd(), b"x"), 1);
+            let (n, _) = q.ready(&[old]);
+            assert!(n <= 1, "READY marked {n}");
+            let all = collect(&q, Duration::from_millis(50));
+            assert!(all.iter().all(|e| e.cookie() == OLD), "{all:#?}");
+            check_old(&all);
+            drop(s2);
+        }
+    }
+
+    /// D10 with a duplicate keeping the old file open: the old file's readiness is not
+    /// reported through the registration whose fd was closed (reported at most once, as
+    /// BROKEN), and the new file on that number is not either.
+    #[ignore = "engine caveat (documented in kevent-fallback's crate docs): a dup of the closed fd keeps the epoll registration alive and the old file's readiness is still reported under the old kevent"]
+    fn d10_closed_fd_with_a_live_duplicate(b) {
+        let q = Queue::new(b);
+        let (s, peer) = socketpair();
+        let x = s.as_raw_fd();
+        // SAFETY: dup takes no pointer; the new fd is owned below.
+        let keep = owned(unsafe { libc::dup(x) }, "dup");
+        let mut old = on_fd(KEVENT_SOCKET, x, KEVENT_SOCKET_RECV, 0);
+        old.set_cookie(OLD);
+        q.add_ok(&[old]);
+        drop(s);
+        assert_eq!(write_fd(peer.as_raw_fd(), b"x"), 1);
+        let all = collect(&q, Duration::from_millis(100));
+        check_old(&all);
+        drop(keep);
+    }
+}

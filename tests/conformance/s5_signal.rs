@@ -1,0 +1,208 @@
+//! Spec section 5, SIGNAL: `raw[0]` = signal number; reported when the signal is sent to
+//! the process, and delivered as usual (the program's handler runs) unless NOMASK is set in
+//! `raw_u64`, which makes it reported only (no handler, no default action), also in a
+//! process whose other threads have the signal unblocked. D8: deliveries between two
+//! reports are coalesced and counted in `ret_data[0]`. Section 4: closing the queue releases
+//! its kevents, so a closed queue's NOMASK kevent no longer swallows the signal.
+//!
+//! Signal dispositions belong to the process: every test runs in a child process.
+#![allow(unsafe_code)]
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use kevent_test_support::*;
+
+static HANDLED: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn count_handler(_: c_int) {
+    HANDLED.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Installs [`count_handler`] for `signo`.
+fn install_handler(signo: c_int) {
+    // SAFETY: `sa` is fully initialised (zeroed, then handler and empty mask set);
+    // `count_handler` is an `extern "C" fn(c_int)` that only touches an atomic.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = count_handler as extern "C" fn(c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        sa.sa_flags = libc::SA_RESTART;
+        assert_eq!(libc::sigaction(signo, &sa, std::ptr::null_mut()), 0);
+    }
+}
+
+/// Sends `signo` to this process.
+fn kill_self(signo: c_int) {
+    // SAFETY: kill takes no pointers.
+    assert_eq!(unsafe { libc::kill(libc::getpid(), signo) }, 0);
+}
+
+/// Blocks or unblocks `signo` in the calling thread.
+fn thread_mask(how: c_int, signo: c_int) {
+    // SAFETY: `set` is initialised by sigemptyset before use; the old set is not read.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signo);
+        assert_eq!(libc::pthread_sigmask(how, &set, std::ptr::null_mut()), 0);
+    }
+}
+
+/// Waits up to 5 s for the handler count to reach `n`.
+#[track_caller]
+fn handled_reaches(n: u32) {
+    let start = Instant::now();
+    while HANDLED.load(Ordering::SeqCst) < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "handler ran {} times, expected {n}",
+            HANDLED.load(Ordering::SeqCst)
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+isolated_test! {
+    /// Without NOMASK the signal is reported (`ret_data[0]` = 1) and delivered as usual:
+    /// the program's handler runs.
+    fn s5_signal_reported_and_handler_runs_without_nomask(b) {
+        install_handler(libc::SIGUSR1);
+        let q = Queue::new(b);
+        let e = signal(libc::SIGUSR1, false, 0);
+        q.add_ok(&[e]);
+        q.expect_no_events();
+        kill_self(libc::SIGUSR1);
+        handled_reaches(1);
+        q.expect_within(Duration::from_secs(5), &[Want::of(&e).data0(1)]);
+        q.expect_no_events();
+        assert_eq!(HANDLED.load(Ordering::SeqCst), 1);
+    }
+
+    /// With NOMASK the signal is reported only: the program's handler does not run.
+    fn s5_signal_nomask_reported_only(b) {
+        install_handler(libc::SIGUSR1);
+        let q = Queue::new(b);
+        let e = signal(libc::SIGUSR1, true, 0);
+        q.add_ok(&[e]);
+        kill_self(libc::SIGUSR1);
+        q.expect_within(Duration::from_secs(5), &[Want::of(&e).data0(1)]);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(HANDLED.load(Ordering::SeqCst), 0, "the handler ran");
+    }
+
+    /// With NOMASK the default action does not happen: SIGTERM and SIGINT do not terminate.
+    fn s5_signal_nomask_default_action_does_not_happen(b) {
+        let q = Queue::new(b);
+        let term = signal(libc::SIGTERM, true, 0);
+        let int = signal(libc::SIGINT, true, 0);
+        q.add_ok(&[term, int]);
+        kill_self(libc::SIGTERM);
+        kill_self(libc::SIGINT);
+        q.expect_within(Duration::from_secs(5), &[Want::of(&term).data0(1), Want::of(&int).data0(1)]);
+        // Still alive to say so.
+    }
+
+    /// NOMASK holds in a process with a second thread that has the signal unblocked (the
+    /// calling thread blocks it): sent to the process or to that thread, the signal is
+    /// reported and the handler never runs.
+    fn s5_signal_nomask_with_a_second_thread_unblocked(b) {
+        install_handler(libc::SIGUSR2);
+        let q = Queue::new(b);
+        let e = signal(libc::SIGUSR2, true, 0);
+        q.add_ok(&[e]);
+        thread_mask(libc::SIG_BLOCK, libc::SIGUSR2);
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (ptx, prx) = std::sync::mpsc::channel();
+        let other = std::thread::spawn(move || {
+            thread_mask(libc::SIG_UNBLOCK, libc::SIGUSR2);
+            // SAFETY: pthread_self takes no arguments.
+            ptx.send(unsafe { libc::pthread_self() } as usize).unwrap();
+            rx.recv().unwrap();
+        });
+        let tid = prx.recv().unwrap();
+        // To the thread itself.
+        // SAFETY: `tid` is a live thread of this process (it waits on `rx`).
+        assert_eq!(unsafe { libc::pthread_kill(tid as libc::pthread_t, libc::SIGUSR2) }, 0);
+        q.expect_within(Duration::from_secs(5), &[Want::of(&e).data0(1)]);
+        // To the process (only that thread, or the harness's, can take it).
+        kill_self(libc::SIGUSR2);
+        q.expect_within(Duration::from_secs(5), &[Want::of(&e).data0(1)]);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(HANDLED.load(Ordering::SeqCst), 0, "the handler ran");
+        tx.send(()).unwrap();
+        other.join().unwrap();
+    }
+
+    /// D8: deliveries between two reports are coalesced into one event whose `ret_data[0]`
+    /// counts them.
+    fn d8_signal_deliveries_coalesced_and_counted(b) {
+        install_handler(libc::SIGUSR1);
+        let q = Queue::new(b);
+        let e = signal(libc::SIGUSR1, false, 0);
+        q.add_ok(&[e]);
+        for i in 1..=5 {
+            kill_self(libc::SIGUSR1);
+            // Wait for each delivery, so the kernel cannot merge two pending signals.
+            handled_reaches(i);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        q.expect(&ms(1000), &[Want::of(&e).data0(5)]);
+        q.expect_no_events();
+        kill_self(libc::SIGUSR1);
+        handled_reaches(6);
+        q.expect_within(Duration::from_secs(5), &[Want::of(&e).data0(1)]);
+    }
+
+    /// A signal is reported to every queue that watches it.
+    fn s5_signal_reported_to_every_watching_queue(b) {
+        install_handler(libc::SIGUSR1);
+        let q1 = Queue::new(b);
+        let q2 = Queue::new(b);
+        let e = signal(libc::SIGUSR1, false, 0);
+        q1.add_ok(&[e]);
+        q2.add_ok(&[e]);
+        kill_self(libc::SIGUSR1);
+        q1.expect_within(Duration::from_secs(5), &[Want::of(&e).data0(1)]);
+        q2.expect_within(Duration::from_secs(5), &[Want::of(&e).data0(1)]);
+        handled_reaches(1);
+    }
+
+    /// REMOVE of a NOMASK kevent gives the signal back to the program: its handler runs and
+    /// nothing is reported.
+    fn s5_signal_remove_gives_the_signal_back(b) {
+        install_handler(libc::SIGUSR1);
+        let q = Queue::new(b);
+        let e = signal(libc::SIGUSR1, true, 0);
+        q.add_ok(&[e]);
+        q.remove_ok(&[e]);
+        kill_self(libc::SIGUSR1);
+        handled_reaches(1);
+        std::thread::sleep(Duration::from_millis(20));
+        q.expect_no_events();
+    }
+
+    /// Section 4: closing the queue fd releases every kevent: a closed queue's NOMASK
+    /// kevent no longer swallows the signal, the program's handler runs again (on the
+    /// fallback at the first delivery after the close, before the engine releases the kevent
+    /// itself: decision P17).
+    fn s4_close_releases_signal_kevents(b) {
+        install_handler(libc::SIGUSR1);
+        let mut q = Queue::new(b);
+        q.add_ok(&[signal(libc::SIGUSR1, true, 0)]);
+        q.close();
+        kill_self(libc::SIGUSR1);
+        handled_reaches(1);
+    }
+
+    /// Signal numbers that are not signals are rejected per entry (`-EINVAL`).
+    fn s5_signal_invalid_number_einval(b) {
+        let q = Queue::new(b);
+        for signo in [0, 65, 1000, -1] {
+            let e = signal(signo, false, 0);
+            expect_events(&q.add(&[e]), &[Want::of(&e).broken(Errno::EINVAL)]);
+        }
+        assert_usable(&q);
+    }
+}
