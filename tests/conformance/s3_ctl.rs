@@ -2,7 +2,7 @@
 //! MODIFY by `(type, id)` (D3), READY with and without entries, unknown commands.
 
 use std::os::fd::AsRawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kevent_test_support::*;
 
@@ -360,5 +360,42 @@ backend_test! {
         });
         assert_eq!(results, vec![Ok(0); 4]);
         assert_usable(&q);
+    }
+}
+
+backend_test! {
+    /// P7: `READY` with `num == 0` while nobody waits is kept: the queue fd reads as readable
+    /// and the next wait returns at once (here with nothing), taking the wake-up.
+    fn p7_ready_zero_with_nobody_waiting_is_not_lost(b) {
+        let q = Queue::new(b);
+        q.wake();
+        assert_ne!(poll_now(q.fd, libc::POLLIN) & libc::POLLIN, 0, "readable after READY(0)");
+        let start = Instant::now();
+        assert!(q.get(4, &ts(5, 0)).is_empty());
+        assert!(start.elapsed() < Duration::from_secs(4), "the wake-up was lost");
+        assert_eq!(poll_now(q.fd, libc::POLLIN) & libc::POLLIN, 0, "taken by that wait");
+    }
+}
+
+backend_test! {
+    /// P16: one fd-type kevent per fd per queue on the fallback (epoll registers a file once
+    /// per epoll): a second ADD of the fd under another type is `-EEXIST`, and the first
+    /// kevent keeps working. The kernel keys kevents by `(type, id)` only, so natively the
+    /// second registers too, and both report.
+    fn p16_second_fd_kevent_of_another_type(b) {
+        let q = Queue::new(b);
+        let (a, peer) = socketpair();
+        let sock = on_fd(KEVENT_SOCKET, a.as_raw_fd(), KEVENT_SOCKET_RECV, 0);
+        let poll = on_fd(KEVENT_POLL, a.as_raw_fd(), libc::POLLIN as u32, 0);
+        q.add_ok(&[sock]);
+        let back = q.add(&[poll]);
+        assert_eq!(write_fd(peer.as_raw_fd(), b"x"), 1);
+        if b.is_native() {
+            assert!(back.is_empty(), "{back:?}");
+            q.expect(&ms(1000), &[Want::of(&sock), Want::of(&poll)]);
+        } else {
+            expect_events(&back, &[Want::of(&poll).broken(Errno::EEXIST)]);
+            q.expect(&ms(1000), &[Want::of(&sock)]);
+        }
     }
 }

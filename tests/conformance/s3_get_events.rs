@@ -4,6 +4,7 @@
 //! and "not too late" only on the best of several runs, with a margin.
 #![allow(unsafe_code)]
 
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -303,5 +304,56 @@ backend_test! {
         let got = bounded(Duration::from_secs(5), "woken waiter", move || h.join().unwrap())
             .expect("get_events");
         expect_events(&got, &[Want::new(KEVENT_UNOTIFY, 1)]);
+    }
+}
+
+backend_test! {
+    /// D4 with level sources: a wait for `min_nr` more events sleeps while the ready ones stay
+    /// ready (no spinning over them: a bound on the waiting thread's CPU time), and returns
+    /// each source once.
+    fn d4_min_nr_waits_without_spinning_on_level_sources(b) {
+        let q = Queue::new(b);
+        let (a0, a1) = socketpair();
+        let (b0, b1) = socketpair();
+        let ea = on_fd(KEVENT_SOCKET, a0.as_raw_fd(), KEVENT_SOCKET_RECV, 0);
+        let eb = on_fd(KEVENT_SOCKET, b0.as_raw_fd(), KEVENT_SOCKET_RECV, 0);
+        q.add_ok(&[ea, eb]);
+        assert_eq!(write_fd(a1.as_raw_fd(), b"x"), 1);
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            assert_eq!(write_fd(b1.as_raw_fd(), b"x"), 1);
+            b1
+        });
+        let cpu0 = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+        let start = Instant::now();
+        let got = q.get_events(2, 8, &ts(5, 0), 0).expect("get_events");
+        let cpu = Duration::from_nanos(clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) - cpu0);
+        let elapsed = start.elapsed();
+        let _b1 = writer.join().unwrap();
+        expect_events(&got, &[Want::of(&ea), Want::of(&eb)]);
+        assert!(elapsed >= Duration::from_millis(140), "returned after {elapsed:?}");
+        assert!(cpu < Duration::from_millis(100), "the wait spun: {cpu:?} of CPU");
+        // Level: both still readable, both delivered again.
+        q.expect(&ZERO, &[Want::of(&ea), Want::of(&eb)]);
+    }
+
+    /// A buffer larger than what is ready, with hundreds of level sources ready: one call
+    /// returns each ready source exactly once, without and with a timeout.
+    fn s3_get_events_many_level_sources_each_once(b) {
+        let q = Queue::new(b);
+        let pairs: Vec<_> = (0..300).map(|_| socketpair()).collect();
+        let evs: Vec<ukevent> = pairs
+            .iter()
+            .map(|(r, _)| on_fd(KEVENT_SOCKET, r.as_raw_fd(), KEVENT_SOCKET_RECV, 0))
+            .collect();
+        q.add_ok(&evs);
+        for (_, w) in &pairs {
+            assert_eq!(write_fd(w.as_raw_fd(), b"x"), 1);
+        }
+        let want: Vec<Want> = evs.iter().map(Want::of).collect();
+        for timeout in [ZERO, ts(5, 0)] {
+            let got = q.get_events(1, 1024, &timeout, 0).expect("get_events");
+            expect_events(&got, &want);
+        }
     }
 }

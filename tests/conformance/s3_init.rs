@@ -83,3 +83,22 @@ backend_test! {
         q2.remove_ok(&[user(1, 0)]);
     }
 }
+
+backend_test! {
+    /// P3: a ring must be 8-byte aligned (its entries hold 8-aligned 64-bit fields): a
+    /// misaligned one is `EINVAL`, before anything is registered.
+    fn p3_init_misaligned_ring_einval(b) {
+        let mut mem = vec![0u64; 64];
+        for offset in [1, 4] {
+            // SAFETY: the call must fail before it uses the ring; even if it did not, `mem`
+            // (512 bytes) covers the 4-entry ring at either offset and outlives the queue.
+            let ring = unsafe { mem.as_mut_ptr().cast::<u8>().add(offset) }.cast::<kevent_ring>();
+            // SAFETY: as above.
+            let r = unsafe { kevent_backend::init(b, ring, 4, 0) };
+            if let Ok(fd) = r {
+                close(fd);
+            }
+            assert_eq!(r, Err(Errno::EINVAL), "ring at offset {offset}");
+        }
+    }
+}

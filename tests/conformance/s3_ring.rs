@@ -388,3 +388,19 @@ backend_test! {
         q.expect_no_events();
     }
 }
+
+backend_test! {
+    /// P2: `kevent_wait` with `num == 0`, or with no free ring slot, returns 0 at once
+    /// (nothing could be moved; waiting would only hide the full ring).
+    fn p2_wait_with_num_zero_or_a_full_ring_returns_at_once(b) {
+        let q = Queue::with_ring(b, 4);
+        let add: Vec<ukevent> = (0..5).map(|i| user(i, KEVENT_REQ_READY)).collect();
+        q.add_ok(&add);
+        let start = Instant::now();
+        assert_eq!(q.wait(0, 0, &ts(5, 0)), Ok(0), "num == 0");
+        assert_eq!(q.wait(4, 0, &ts(5, 0)), Ok(3), "a 4-entry ring holds 3 (D12)");
+        assert_eq!(q.wait(4, 0, &ts(5, 0)), Ok(0), "full ring");
+        assert!(start.elapsed() < Duration::from_secs(4), "a wait slept");
+        assert_eq!(q.kidx(), 3);
+    }
+}

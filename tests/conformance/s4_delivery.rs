@@ -358,3 +358,43 @@ backend_test! {
         q2.expect(&ZERO, &[Want::of(&r)]);
     }
 }
+
+backend_test! {
+    /// P5 and P8: `RET_DONE` on a delivered event says the kevent left the registry with it
+    /// (ONESHOT here; BROKEN below), and an UNOTIFY delivery reports in `ret_data[0]` the
+    /// READY marks coalesced into it.
+    fn p5_p8_done_on_the_delivery_that_unregisters_and_marks_counted(b) {
+        let q = Queue::new(b);
+        q.add_ok(&[user(1, 0), user(2, KEVENT_REQ_ONESHOT)]);
+        for _ in 0..3 {
+            q.ready_ids(&[1, 2]);
+        }
+        q.expect(
+            &ZERO,
+            &[
+                Want::new(KEVENT_UNOTIFY, 1).flags(0).data0(3),
+                Want::new(KEVENT_UNOTIFY, 2).flags(KEVENT_RET_DONE).data0(3),
+            ],
+        );
+        let (found, missing) = q.ready(&[user(1, 0), user(2, 0)]);
+        assert_eq!(found, 1, "the ONESHOT kevent is gone");
+        assert_eq!(missing[0].id.as_u64(), 2);
+        q.expect(&ZERO, &[Want::new(KEVENT_UNOTIFY, 1).flags(0).data0(1)]);
+    }
+
+    /// P5: a BROKEN delivery always carries `RET_DONE` and unregisters the kevent, even
+    /// without ONESHOT: it is reported once, never again.
+    fn p5_broken_is_done_and_unregistered(b) {
+        let q = Queue::new(b);
+        let (r, w) = pipe();
+        let e = on_fd(KEVENT_PIPE, r.as_raw_fd(), KEVENT_SOCKET_RECV, 0);
+        q.add_ok(&[e]);
+        drop(w);
+        q.expect(
+            &ms(2000),
+            &[Want::of(&e).with(KEVENT_RET_BROKEN | KEVENT_RET_DONE)],
+        );
+        q.expect_no_events();
+        assert_eq!(q.ready(&[e]).0, 0, "no longer registered");
+    }
+}

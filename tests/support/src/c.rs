@@ -191,7 +191,7 @@ pub fn build(src: &Path, name: &str, lang: Lang, link: Link) -> PathBuf {
 }
 
 /// Runs `cmd` with a time limit; returns whether it exited 0, and its output. cargo puts
-/// target/<profile> on LD_LIBRARY_PATH for tests, which would win over the programs' own
+/// `target/<profile>` on `LD_LIBRARY_PATH` for tests, which would win over the programs' own
 /// rpath: they must find libkevent.so.1 the way users' programs do.
 pub fn run_output(mut cmd: Command) -> (Option<std::process::ExitStatus>, String) {
     let mut child = cmd
