@@ -7,28 +7,10 @@
 //! grandchild reports through its exit code only.
 #![allow(unsafe_code)]
 
-use std::ffi::c_int;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use kevent_test_support::*;
-
-static HANDLED: AtomicU32 = AtomicU32::new(0);
-
-extern "C" fn count_handler(_: c_int) {
-    HANDLED.fetch_add(1, Ordering::SeqCst);
-}
-
-fn install_handler(signo: c_int) {
-    // SAFETY: `sa` is fully initialised; the handler only touches an atomic.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = count_handler as extern "C" fn(c_int) as usize;
-        libc::sigemptyset(&mut sa.sa_mask);
-        assert_eq!(libc::sigaction(signo, &sa, std::ptr::null_mut()), 0);
-    }
-}
 
 /// What the forked child checks; bit `i` of the exit code is set when check `i` failed.
 fn in_child(b: Backend, fd: i32) -> i32 {
@@ -62,7 +44,7 @@ fn in_child(b: Backend, fd: i32) -> i32 {
     // The parent's NOMASK SIGUSR1 kevent is not inherited: the handler runs.
     // SAFETY: raise takes no pointers.
     unsafe { libc::raise(libc::SIGUSR1) };
-    check(9, HANDLED.load(Ordering::SeqCst) == 1);
+    check(9, handled() == 1);
     // The child's own new queues work.
     // SAFETY: a null ring with num 0 registers no memory.
     match unsafe { kevent_backend::init(b, std::ptr::null_mut(), 0, 0) } {
@@ -82,7 +64,7 @@ isolated_test! {
     /// queue fd answers `EBADF` on every call, signal kevents are not inherited, and the
     /// parent keeps working.
     fn d11_fork_child_gets_ebadf_and_no_signal_kevents(b) {
-        install_handler(libc::SIGUSR1);
+        install_counting_handler(libc::SIGUSR1, false);
         let q = Arc::new(Queue::with_ring(b, 8));
         let sig = signal(libc::SIGUSR1, true, 0);
         q.add_ok(&[user(1, 0), sig]);
@@ -130,12 +112,12 @@ isolated_test! {
         let total: usize = got.into_iter().map(|r| r.expect("get_events").len()).sum();
         assert_eq!(total, 1, "UNOTIFY 1 (ready) delivered {total} times to the woken waiters");
         // Its NOMASK kevent still swallows and reports.
-        HANDLED.store(0, Ordering::SeqCst);
+        reset_handled();
         // SAFETY: kill takes no pointers.
         unsafe { libc::kill(libc::getpid(), libc::SIGUSR1) };
         let got = q.expect_within(Duration::from_secs(5), &[Want::of(&sig)]);
         assert_eq!(got[0].ret_data[0], 1);
-        assert_eq!(HANDLED.load(Ordering::SeqCst), 0);
+        assert_eq!(handled(), 0);
         assert_eq!(q.commit(1, 0), Ok(1));
         assert_usable(&q);
     }

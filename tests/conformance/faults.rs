@@ -11,31 +11,12 @@
 //! Fork in a threaded program is `d11_fork.rs`; fd reuse is `d10_fd_reuse.rs`.
 #![allow(unsafe_code)]
 
-use std::ffi::c_int;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use kevent_test_support::*;
-
-static HANDLED: AtomicU32 = AtomicU32::new(0);
-
-extern "C" fn count_handler(_: c_int) {
-    HANDLED.fetch_add(1, Ordering::SeqCst);
-}
-
-/// Installs [`count_handler`] without `SA_RESTART` (so interrupted syscalls see EINTR).
-fn install_handler(signo: c_int) {
-    // SAFETY: `sa` is fully initialised; the handler only touches an atomic.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = count_handler as extern "C" fn(c_int) as usize;
-        libc::sigemptyset(&mut sa.sa_mask);
-        sa.sa_flags = 0;
-        assert_eq!(libc::sigaction(signo, &sa, std::ptr::null_mut()), 0);
-    }
-}
 
 fn set_nofile(soft: u64) {
     let mut lim = libc::rlimit {
@@ -158,7 +139,7 @@ isolated_test! {
     /// with EINTR; it returns what is ready (possibly 0) or keeps waiting, and an event
     /// that becomes ready afterwards is delivered.
     fn fault_signals_during_waits_never_eintr(b) {
-        install_handler(libc::SIGUSR2);
+        install_counting_handler(libc::SIGUSR2, false);
         // get_events on a queue without a ring, wait on a queue with one.
         let qa = Arc::new(Queue::new(b));
         let qb = Arc::new(Queue::with_ring(b, 16));
@@ -215,8 +196,8 @@ isolated_test! {
         std::thread::sleep(Duration::from_millis(300));
         stop.store(true, Ordering::SeqCst);
         let (calls, got_a, got_b) = bounded(Duration::from_secs(10), "the signalled waiter", move || waiter.join().unwrap());
-        eprintln!("{sent} signals, {} handled, {calls} waits, no EINTR", HANDLED.load(Ordering::SeqCst));
-        assert!(HANDLED.load(Ordering::SeqCst) > 0, "no signal was handled");
+        eprintln!("{sent} signals, {} handled, {calls} waits, no EINTR", handled());
+        assert!(handled() > 0, "no signal was handled");
         let want = [Want::new(KEVENT_UNOTIFY, 1), Want::new(KEVENT_UNOTIFY, 2)];
         expect_events(&got_a, &want);
         expect_events(&got_b, &want);

@@ -9,29 +9,9 @@
 #![allow(unsafe_code)]
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use kevent_test_support::*;
-
-static HANDLED: AtomicU32 = AtomicU32::new(0);
-
-extern "C" fn count_handler(_: c_int) {
-    HANDLED.fetch_add(1, Ordering::SeqCst);
-}
-
-/// Installs [`count_handler`] for `signo`.
-fn install_handler(signo: c_int) {
-    // SAFETY: `sa` is fully initialised (zeroed, then handler and empty mask set);
-    // `count_handler` is an `extern "C" fn(c_int)` that only touches an atomic.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = count_handler as extern "C" fn(c_int) as usize;
-        libc::sigemptyset(&mut sa.sa_mask);
-        sa.sa_flags = libc::SA_RESTART;
-        assert_eq!(libc::sigaction(signo, &sa, std::ptr::null_mut()), 0);
-    }
-}
 
 /// Sends `signo` to this process.
 fn kill_self(signo: c_int) {
@@ -54,11 +34,11 @@ fn thread_mask(how: c_int, signo: c_int) {
 #[track_caller]
 fn handled_reaches(n: u32) {
     let start = Instant::now();
-    while HANDLED.load(Ordering::SeqCst) < n {
+    while handled() < n {
         assert!(
             start.elapsed() < Duration::from_secs(5),
             "handler ran {} times, expected {n}",
-            HANDLED.load(Ordering::SeqCst)
+            handled()
         );
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -68,7 +48,7 @@ isolated_test! {
     /// Without NOMASK the signal is reported (`ret_data[0]` = 1) and delivered as usual:
     /// the program's handler runs.
     fn s5_signal_reported_and_handler_runs_without_nomask(b) {
-        install_handler(libc::SIGUSR1);
+        install_counting_handler(libc::SIGUSR1, true);
         let q = Queue::new(b);
         let e = signal(libc::SIGUSR1, false, 0);
         q.add_ok(&[e]);
@@ -77,19 +57,19 @@ isolated_test! {
         handled_reaches(1);
         q.expect_within(Duration::from_secs(5), &[Want::of(&e).data0(1)]);
         q.expect_no_events();
-        assert_eq!(HANDLED.load(Ordering::SeqCst), 1);
+        assert_eq!(handled(), 1);
     }
 
     /// With NOMASK the signal is reported only: the program's handler does not run.
     fn s5_signal_nomask_reported_only(b) {
-        install_handler(libc::SIGUSR1);
+        install_counting_handler(libc::SIGUSR1, true);
         let q = Queue::new(b);
         let e = signal(libc::SIGUSR1, true, 0);
         q.add_ok(&[e]);
         kill_self(libc::SIGUSR1);
         q.expect_within(Duration::from_secs(5), &[Want::of(&e).data0(1)]);
         std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(HANDLED.load(Ordering::SeqCst), 0, "the handler ran");
+        assert_eq!(handled(), 0, "the handler ran");
     }
 
     /// With NOMASK the default action does not happen: SIGTERM and SIGINT do not terminate.
@@ -108,7 +88,7 @@ isolated_test! {
     /// calling thread blocks it): sent to the process or to that thread, the signal is
     /// reported and the handler never runs.
     fn s5_signal_nomask_with_a_second_thread_unblocked(b) {
-        install_handler(libc::SIGUSR2);
+        install_counting_handler(libc::SIGUSR2, true);
         let q = Queue::new(b);
         let e = signal(libc::SIGUSR2, true, 0);
         q.add_ok(&[e]);
@@ -130,7 +110,7 @@ isolated_test! {
         kill_self(libc::SIGUSR2);
         q.expect_within(Duration::from_secs(5), &[Want::of(&e).data0(1)]);
         std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(HANDLED.load(Ordering::SeqCst), 0, "the handler ran");
+        assert_eq!(handled(), 0, "the handler ran");
         tx.send(()).unwrap();
         other.join().unwrap();
     }
@@ -138,7 +118,7 @@ isolated_test! {
     /// D8: deliveries between two reports are coalesced into one event whose `ret_data[0]`
     /// counts them.
     fn d8_signal_deliveries_coalesced_and_counted(b) {
-        install_handler(libc::SIGUSR1);
+        install_counting_handler(libc::SIGUSR1, true);
         let q = Queue::new(b);
         let e = signal(libc::SIGUSR1, false, 0);
         q.add_ok(&[e]);
@@ -157,7 +137,7 @@ isolated_test! {
 
     /// A signal is reported to every queue that watches it.
     fn s5_signal_reported_to_every_watching_queue(b) {
-        install_handler(libc::SIGUSR1);
+        install_counting_handler(libc::SIGUSR1, true);
         let q1 = Queue::new(b);
         let q2 = Queue::new(b);
         let e = signal(libc::SIGUSR1, false, 0);
@@ -172,7 +152,7 @@ isolated_test! {
     /// REMOVE of a NOMASK kevent gives the signal back to the program: its handler runs and
     /// nothing is reported.
     fn s5_signal_remove_gives_the_signal_back(b) {
-        install_handler(libc::SIGUSR1);
+        install_counting_handler(libc::SIGUSR1, true);
         let q = Queue::new(b);
         let e = signal(libc::SIGUSR1, true, 0);
         q.add_ok(&[e]);
@@ -188,7 +168,7 @@ isolated_test! {
     /// fallback at the first delivery after the close, before the engine releases the kevent
     /// itself: decision P17).
     fn s4_close_releases_signal_kevents(b) {
-        install_handler(libc::SIGUSR1);
+        install_counting_handler(libc::SIGUSR1, true);
         let mut q = Queue::new(b);
         q.add_ok(&[signal(libc::SIGUSR1, true, 0)]);
         q.close();
