@@ -10,8 +10,8 @@
 //! | `process_vm_readv`, `process_vm_writev` | the C library's copies where safecopy is not usable (a thread blocking `SIGSEGV`/`SIGBUS`: `bad_input.c` and `closed_fds.c` run such a thread) | a per-thread pipe above the fd floor |
 //! | `madvise(MADV_WIPEONFORK)` | the pid cache of those copies | `getpid()` per copy |
 //!
-//! (The kevent syscalls themselves are probed by backend detection; `kevent-sys/tests/
-//! detect_seccomp.rs` covers them.) Each run also starts a probe program under the same
+//! (The kevent syscalls themselves are probed by backend detection;
+//! `tests/conformance/s6_detect_seccomp.rs` covers them.) Each run also starts a probe program under the same
 //! filter that makes the refused call itself and checks the errno, so a filter that did not
 //! take effect fails the test instead of passing it vacuously.
 //!
@@ -30,9 +30,7 @@ mod x86_64 {
     use kevent_test_support::c::{
         EXAMPLES, Lang, Link, build, build_example, out_dir, require_all_forbids, run_cmd,
     };
-
-    /// `AUDIT_ARCH_X86_64` (`<linux/audit.h>`; not in the libc crate).
-    const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+    use kevent_test_support::seccomp;
 
     /// One optional call to refuse: its number, and for `madvise` the one advice it is
     /// refused for (`args[2]`), so that the C library's and malloc's other uses still work.
@@ -64,83 +62,19 @@ mod x86_64 {
         arg2: Some(libc::MADV_WIPEONFORK as u32),
     };
 
-    fn stmt(code: u32, k: u32) -> libc::sock_filter {
-        libc::sock_filter {
-            code: code as u16,
-            jt: 0,
-            jf: 0,
-            k,
-        }
-    }
-
-    fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
-        libc::sock_filter {
-            code: code as u16,
-            jt,
-            jf,
-            k,
-        }
-    }
-
     /// The BPF program: on x86_64, `refused` (with its `args[2]`, if given) answers
     /// `-errno`; everything else is allowed.
     fn filter(refused: Refused, errno: i32) -> Vec<libc::sock_filter> {
-        use libc::{
-            BPF_ABS, BPF_JEQ, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W, SECCOMP_RET_ALLOW,
-            SECCOMP_RET_ERRNO,
-        };
-        let nr_offset = core::mem::offset_of!(libc::seccomp_data, nr) as u32;
-        let arch_offset = core::mem::offset_of!(libc::seccomp_data, arch) as u32;
-        // args[2], low 32 bits (little-endian).
-        let arg2_offset = (core::mem::offset_of!(libc::seccomp_data, args) + 2 * 8) as u32;
-        let deny = stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (errno as u32 & 0xffff));
-        let allow = stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-        let mut f = vec![
-            /* 0 */ stmt(BPF_LD | BPF_W | BPF_ABS, arch_offset),
-            /* 1: not x86_64 → allow (last) */
-            jump(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 0),
-            /* 2 */ stmt(BPF_LD | BPF_W | BPF_ABS, nr_offset),
-            /* 3: not the refused call → allow (last) */
-            jump(BPF_JMP | BPF_JEQ | BPF_K, refused.nr as u32, 0, 0),
-        ];
-        if let Some(a) = refused.arg2 {
-            f.push(stmt(BPF_LD | BPF_W | BPF_ABS, arg2_offset));
-            f.push(jump(BPF_JMP | BPF_JEQ | BPF_K, a, 0, 0));
-        }
-        f.push(deny);
-        f.push(allow);
-        let last = f.len() - 1;
-        // Every conditional: true → next instruction, false → allow.
-        for i in [1, 3].into_iter().chain(refused.arg2.map(|_| 5)) {
-            f[i].jt = 0;
-            f[i].jf = (last - i - 1) as u8;
-        }
-        f
+        let nr = refused.nr as u32;
+        seccomp::refusing(nr..=nr, refused.arg2, seccomp::fail_with(errno))
     }
 
     /// Makes `cmd` run under `filter` (installed in the child before `exec`).
     fn sandboxed(mut cmd: Command, filter: Vec<libc::sock_filter>) -> Command {
-        // SAFETY: the closure runs in the forked child before exec and only calls prctl
-        // (async-signal-safe) with a program that lives in the closure (moved in, never freed
-        // before exec).
-        unsafe {
-            cmd.pre_exec(move || {
-                let prog = libc::sock_fprog {
-                    len: filter.len() as u16,
-                    filter: filter.as_ptr().cast_mut(),
-                };
-                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-                    || libc::prctl(
-                        libc::PR_SET_SECCOMP,
-                        libc::SECCOMP_MODE_FILTER as libc::c_ulong,
-                        &prog as *const libc::sock_fprog,
-                    ) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            })
-        };
+        // SAFETY: the closure runs in the forked child before exec and only calls
+        // `seccomp::install` (two prctl calls, async-signal-safe) with a program that lives in
+        // the closure (moved in, never freed before exec).
+        unsafe { cmd.pre_exec(move || seccomp::install(&filter)) };
         cmd
     }
 
@@ -285,7 +219,11 @@ int main(int argc, char **argv)
             return require_all_forbids("seccomp filters are not available here");
         }
         let f = filter(MADV_WIPEONFORK, libc::EPERM);
-        assert_eq!(f.len(), 8);
+        assert_eq!(
+            f.len(),
+            9,
+            "arch (2), nr range (3), args[2] (2), two returns"
+        );
         let mut sh = Command::new("sh");
         sh.args(["-c", "exit 0"]);
         run_cmd(sandboxed(sh, f), "sh under the madvise filter");

@@ -34,3 +34,4 @@ mod s5_signal;
 mod s5_socket_pipe_poll;
 mod s5_timer;
 mod s6_detect;
+mod s6_detect_seccomp;

@@ -2,7 +2,7 @@
 //! native only when the kernel advertises kevent *and* the probe succeeds; `KEVENT_BACKEND`
 //! = `auto`/`native`/`fallback` (anything else an error); the choice made once per process
 //! and readable. That no unadvertised syscall number is ever called is proved under a
-//! seccomp filter by `kevent-sys/tests/detect_seccomp.rs`.
+//! seccomp filter by `s6_detect_seccomp.rs`.
 //!
 //! The process's choice is made once, so each `KEVENT_BACKEND` value is tried in a child.
 

@@ -30,8 +30,8 @@
 //!   belong to other syscalls: x86_64 280 is `utimensat`, 281 `epoll_pwait`. "Probing" them on
 //!   a stock kernel would run those syscalls with kevent's arguments.
 //!
-//! So a number is called only after the kernel itself has named it (`tests/detect_seccomp.rs`
-//! proves this under a seccomp filter that kills on 280–284).
+//! So a number is called only after the kernel itself has named it (the suite's
+//! `tests/conformance/s6_detect_seccomp.rs` proves this under a seccomp filter that kills on 280–284).
 //!
 //! There is deliberately no environment variable that moves the sysfs root for [`current`]:
 //! whoever controls the environment could then point detection at a directory of their own and
@@ -386,7 +386,7 @@ mod tests {
     #[test]
     fn s6_fallback_selection_gives_disabled_reason() {
         // That `fallback` never probes, even numbers a kernel advertised, is checked under
-        // seccomp in tests/detect_seccomp.rs.
+        // seccomp in tests/conformance/s6_detect_seccomp.rs.
         let d = Detector::new()
             .sysfs_root("/nonexistent/kevent")
             .selection(Selection::Fallback)

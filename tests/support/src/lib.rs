@@ -29,6 +29,8 @@ mod fd;
 mod queue;
 mod rng;
 mod runner;
+#[cfg(target_arch = "x86_64")]
+pub mod seccomp;
 mod signals;
 mod threads;
 mod time;

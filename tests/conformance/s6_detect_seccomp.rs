@@ -12,9 +12,6 @@
 //! skip too, and fail instead under `KEVENT_REQUIRE_ALL=1`.
 
 #[cfg(target_arch = "x86_64")]
-mod common;
-
-#[cfg(target_arch = "x86_64")]
 mod x86_64 {
     use std::os::unix::process::ExitStatusExt;
     use std::path::{Path, PathBuf};
@@ -22,6 +19,7 @@ mod x86_64 {
 
     use kevent_sys::detect::{Detector, Selection};
     use kevent_sys::syscall::SyscallTable;
+    use kevent_test_support::{seccomp, test_path};
 
     /// Set in a child: the name of the test whose child role it plays.
     const CHILD_ENV: &str = "KEVENT_TEST_SECCOMP_CHILD";
@@ -36,79 +34,14 @@ mod x86_64 {
     const HISTORIC_FIRST: u32 = 280;
     const HISTORIC_LAST: u32 = 284;
 
-    /// `AUDIT_ARCH_X86_64`: `EM_X86_64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE`
-    /// (`<linux/audit.h>`; not in the libc crate).
-    const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
-
-    fn stmt(code: u32, k: u32) -> libc::sock_filter {
-        libc::sock_filter {
-            code: code as u16,
-            jt: 0,
-            jf: 0,
-            k,
-        }
-    }
-
-    fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
-        libc::sock_filter {
-            code: code as u16,
-            jt,
-            jf,
-            k,
-        }
-    }
-
     /// Installs, on the calling thread, a filter that kills the process on x86_64 syscalls
-    /// 280..=284 (or on any other architecture's syscall) and allows everything else.
+    /// 280..=284 and allows everything else.
     fn install_filter() -> Result<(), String> {
-        use libc::{
-            BPF_ABS, BPF_JEQ, BPF_JGE, BPF_JGT, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W,
-            SECCOMP_RET_ALLOW, SECCOMP_RET_KILL_PROCESS,
-        };
-        let nr_offset = core::mem::offset_of!(libc::seccomp_data, nr) as u32;
-        let arch_offset = core::mem::offset_of!(libc::seccomp_data, arch) as u32;
-        let filter = [
-            /* 0 */ stmt(BPF_LD | BPF_W | BPF_ABS, arch_offset),
-            /* 1 */ jump(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-            /* 2 */ stmt(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-            /* 3 */ stmt(BPF_LD | BPF_W | BPF_ABS, nr_offset),
-            /* 4: nr < 280 → allow (7) */
-            jump(BPF_JMP | BPF_JGE | BPF_K, HISTORIC_FIRST, 0, 2),
-            /* 5: nr > 284 → allow (7) */
-            jump(BPF_JMP | BPF_JGT | BPF_K, HISTORIC_LAST, 1, 0),
-            /* 6 */ stmt(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-            /* 7 */ stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        ];
-        let prog = libc::sock_fprog {
-            len: filter.len() as u16,
-            filter: filter.as_ptr().cast_mut(),
-        };
         // SAFETY: PR_SET_DUMPABLE takes integer arguments only; clearing it keeps the kernel
         // from writing a core file when the control test's child is killed.
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
-        // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only and touches no memory.
-        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-            return Err(format!(
-                "prctl(PR_SET_NO_NEW_PRIVS): {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        // SAFETY: `prog` and the `filter` array it points to live until after the call; the
-        // kernel copies the program and reads nothing else.
-        let r = unsafe {
-            libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER as libc::c_ulong,
-                &prog as *const libc::sock_fprog,
-            )
-        };
-        if r != 0 {
-            return Err(format!(
-                "prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER): {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        Ok(())
+        let filter = seccomp::refusing(HISTORIC_FIRST..=HISTORIC_LAST, None, seccomp::KILL);
+        seccomp::install(&filter).map_err(|e| format!("installing the seccomp filter: {e}"))
     }
 
     /// In a child process: the sysfs root to use, when this child plays `test`'s role.
@@ -196,7 +129,7 @@ mod x86_64 {
     }
 
     fn skip(test: &str, why: &str) {
-        crate::common::skip(test, &format!("seccomp filter unavailable: {why}"));
+        kevent_test_support::skip(test, &format!("seccomp filter unavailable: {why}"));
     }
 
     /// A fresh scratch directory for one test, removed on drop (also when the test fails).
@@ -237,8 +170,11 @@ mod x86_64 {
     /// (c) The control: the filter really kills on 280, so a surviving child means something.
     #[test]
     fn s6_seccomp_control_filter_kills_on_historic_number() {
-        const NAME: &str = "x86_64::s6_seccomp_control_filter_kills_on_historic_number";
-        if child_root(NAME).is_some() {
+        let name = &test_path(
+            module_path!(),
+            "s6_seccomp_control_filter_kills_on_historic_number",
+        );
+        if child_root(name).is_some() {
             child(|| {
                 // utimensat(-1, NULL, NULL, 0) if the filter did not stop it: fails with
                 // EBADF and touches nothing.
@@ -258,23 +194,23 @@ mod x86_64 {
             return;
         }
         let dir = Scratch::new("control");
-        match run_child(NAME, &dir) {
+        match run_child(name, &dir) {
             Child::Killed(sig) => assert_eq!(sig, libc::SIGSYS, "killed, but not by SIGSYS"),
             Child::Survived(r) => panic!("the filter does not work: {r}"),
-            Child::Skipped(why) => skip(NAME, &why),
+            Child::Skipped(why) => skip(name, &why),
         }
     }
 
     /// (a) No `kevent/` directory → fallback, and the child survives.
     #[test]
     fn s6_no_sysfs_dir_is_fallback_under_seccomp() {
-        const NAME: &str = "x86_64::s6_no_sysfs_dir_is_fallback_under_seccomp";
-        if let Some(root) = child_root(NAME) {
+        let name = &test_path(module_path!(), "s6_no_sysfs_dir_is_fallback_under_seccomp");
+        if let Some(root) = child_root(name) {
             child_detect(&root, Selection::Auto);
             return;
         }
         let dir = Scratch::new("nodir");
-        if let Some(r) = survived(NAME, &dir.join("kevent")) {
+        if let Some(r) = survived(name, &dir.join("kevent")) {
             assert!(r.starts_with("Ok(") && r.contains("syscalls: None"), "{r}");
             assert!(r.contains("NotAdvertised"), "{r}");
         }
@@ -284,14 +220,17 @@ mod x86_64 {
     /// probe gets ENOSYS, fallback with that reason, and the child survives.
     #[test]
     fn s6_unimplemented_numbers_probe_enosys_under_seccomp() {
-        const NAME: &str = "x86_64::s6_unimplemented_numbers_probe_enosys_under_seccomp";
-        if let Some(root) = child_root(NAME) {
+        let name = &test_path(
+            module_path!(),
+            "s6_unimplemented_numbers_probe_enosys_under_seccomp",
+        );
+        if let Some(root) = child_root(name) {
             child_detect(&root, Selection::Auto);
             return;
         }
         let dir = Scratch::new("enosys");
         let root = advertise(&dir, "1\n", "1000 1001 1002 1003 1004\n");
-        if let Some(r) = survived(NAME, &root) {
+        if let Some(r) = survived(name, &root) {
             assert!(r.starts_with("Ok(") && r.contains("syscalls: None"), "{r}");
             assert!(r.contains("ProbeNoSys { nr: 1000 }"), "{r}");
         }
@@ -301,13 +240,16 @@ mod x86_64 {
     /// build found header numbers (then those, and only those, are probed).
     #[test]
     fn s6_native_without_advertisement_is_typed_error_under_seccomp() {
-        const NAME: &str = "x86_64::s6_native_without_advertisement_is_typed_error_under_seccomp";
-        if let Some(root) = child_root(NAME) {
+        let name = &test_path(
+            module_path!(),
+            "s6_native_without_advertisement_is_typed_error_under_seccomp",
+        );
+        if let Some(root) = child_root(name) {
             child_detect(&root, Selection::Native);
             return;
         }
         let dir = Scratch::new("native");
-        if let Some(r) = survived(NAME, &dir.join("kevent")) {
+        if let Some(r) = survived(name, &dir.join("kevent")) {
             match SyscallTable::from_header() {
                 None => assert!(r.starts_with("Err(NoSyscallNumbers"), "{r}"),
                 Some(t) => eprintln!("header numbers {t:?} in this build; the child said {r}"),
@@ -319,14 +261,17 @@ mod x86_64 {
     /// historic ones, which the filter kills on.
     #[test]
     fn s6_fallback_selection_never_probes_under_seccomp() {
-        const NAME: &str = "x86_64::s6_fallback_selection_never_probes_under_seccomp";
-        if let Some(root) = child_root(NAME) {
+        let name = &test_path(
+            module_path!(),
+            "s6_fallback_selection_never_probes_under_seccomp",
+        );
+        if let Some(root) = child_root(name) {
             child_detect(&root, Selection::Fallback);
             return;
         }
         let dir = Scratch::new("fallback");
         let root = advertise(&dir, "1\n", "280 281 282 283 284\n");
-        if let Some(r) = survived(NAME, &root) {
+        if let Some(r) = survived(name, &root) {
             assert!(
                 r.contains("syscalls: None") && r.contains("Disabled"),
                 "{r}"
@@ -338,8 +283,11 @@ mod x86_64 {
     /// never probed, even though it names the historic numbers.
     #[test]
     fn s6_bad_advertisement_is_never_probed_under_seccomp() {
-        const NAME: &str = "x86_64::s6_bad_advertisement_is_never_probed_under_seccomp";
-        if let Some(root) = child_root(NAME) {
+        let name = &test_path(
+            module_path!(),
+            "s6_bad_advertisement_is_never_probed_under_seccomp",
+        );
+        if let Some(root) = child_root(name) {
             child(|| {
                 [
                     ("abi2", Selection::Auto),
@@ -359,7 +307,7 @@ mod x86_64 {
         let dir = Scratch::new("bad");
         advertise(&dir.join("abi2"), "2\n", "280 281 282 283 284\n");
         advertise(&dir.join("short"), "1\n", "280 281\n");
-        if let Some(r) = survived(NAME, &dir) {
+        if let Some(r) = survived(name, &dir) {
             assert!(
                 r.contains("abi2/auto=Ok(") && r.contains("UnsupportedAbi"),
                 "{r}"
