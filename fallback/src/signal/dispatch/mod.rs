@@ -168,14 +168,15 @@
 //!
 //! # Safety
 //!
-//! Unsafe code here calls libc (`sigaction`, `pthread_sigmask`, `raise`, `write`, `eventfd`,
-//! `dup3`, `close`, the `sigset_t` functions), always with pointers to live
-//! locals or statics, and converts a saved handler address back into a function pointer: that
+//! The system calls (`sigaction`, `pthread_sigmask`, `raise`, `write`, `eventfd`, `dup3`,
+//! `close`, `epoll_ctl`, the `sigset_t` functions) are `crate::sys::async_safe`'s wrappers.
+//! Unsafe code here zeroes plain C structs, follows the owner table's leaked chunks, and
+//! converts a saved handler address back into a function pointer: that
 //! address was read by `sigaction` from the kernel and is neither `SIG_DFL` nor `SIG_IGN`, so
 //! it is a handler some code of this process installed, with the signature its `SA_SIGINFO`
 //! bit announces. Everything `on_signal` and the atfork child handler do is
-//! async-signal-safe: atomics, raw system calls and the `sigset_t` functions, no allocation, no
-//! lock; `errno` is saved and restored around them.
+//! async-signal-safe: atomics and `crate::sys::async_safe` (raw system calls, the `sigset_t`
+//! functions), no allocation, no lock; `errno` is saved and restored around them.
 #![allow(unsafe_code)]
 
 mod atfork;
@@ -197,6 +198,8 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use kevent_sys::Errno;
+
+use crate::sys::async_safe::{self, sigaction};
 
 /// Slots for signal numbers `0..SLOTS`: 128 covers `_NSIG - 1` of every Linux architecture
 /// (64 on most, 128 on MIPS). Slot 0 is never used.
@@ -577,16 +580,15 @@ mod tests {
 
     #[test]
     fn mask_round_trip() {
-        let mut set = empty_set();
+        let mut set = async_safe::sigemptyset();
         for s in [1, libc::SIGUSR2, 31, libc::SIGRTMIN(), libc::SIGRTMAX()] {
-            // SAFETY: `set` is a valid local sigset_t.
-            unsafe { libc::sigaddset(&mut set, s) };
+            async_safe::sigaddset(&mut set, s);
         }
         let bits = mask_bits(&set);
         assert_eq!(bits[0] & 1, 1);
         assert_ne!(bits[0] & (1 << (libc::SIGUSR2 - 1)), 0);
         assert_eq!(mask_bits(&mask_set(bits)), bits);
-        assert_eq!(mask_bits(&empty_set()), [0, 0]);
+        assert_eq!(mask_bits(&async_safe::sigemptyset()), [0, 0]);
     }
 
     fn slot_with(handler: usize, flags: c_int, nomask: u32) -> Slot {
