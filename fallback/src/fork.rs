@@ -16,21 +16,23 @@
 //! other). Before, each part registered its own triple, so the order depended on which the
 //! program used first.
 //!
-//! # Safety
+//! # The only way in
 //!
-//! The one unsafe call is `pthread_atfork` with three `extern "C"` functions without
-//! arguments that live for the whole program; it only stores their addresses. The child
-//! handler runs in the single-threaded child and calls only the async-signal-safe work of each
-//! part (documented there).
-#![allow(unsafe_code)]
+//! This is the one caller of `sys::pthread_atfork`, and the fork handler parts are reached
+//! from here alone: `fdtable::{fork_prepare, fork_parent, fork_child}` and
+//! `signal::dispatch::{fork_prepare, fork_parent, fork_child}` (in
+//! `signal/dispatch/atfork.rs`) are `pub(crate)` for this file and called nowhere else; the
+//! rest of the engine only calls [`install`]. The child handler runs in the single-threaded
+//! child and does only async-signal-safe work in each part (atomics, releasing the locks
+//! *prepare* took, and the system calls of `sys::async_safe`).
 
 use std::ffi::c_int;
 use std::sync::OnceLock;
 
 use kevent_sys::Errno;
 
-use crate::fdtable;
 use crate::signal::dispatch;
+use crate::{fdtable, sys};
 
 /// Result of the one registration (0 or an error number).
 static ATFORK: OnceLock<c_int> = OnceLock::new();
@@ -42,10 +44,7 @@ static ATFORK: OnceLock<c_int> = OnceLock::new();
 /// `ENOMEM` (or what `pthread_atfork` said) if the registration failed: then D11 cannot be
 /// kept, and the signal dispatch refuses to watch.
 pub(crate) fn install() -> Result<(), Errno> {
-    let rc = *ATFORK.get_or_init(|| {
-        // SAFETY: see the module's `# Safety`.
-        unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) }
-    });
+    let rc = *ATFORK.get_or_init(|| sys::pthread_atfork(prepare, parent, child));
     match rc {
         0 => Ok(()),
         e => Err(Errno::from_raw(e).unwrap_or(Errno::ENOMEM)),

@@ -1,17 +1,12 @@
 //! From sources to the caller: turning what epoll reported into ready kevents and
 //! deliveries, under the rules of spec section 4.
 
-use std::os::fd::AsRawFd;
-
 use kevent_sys::KEVENT_REQ_ONESHOT;
 
 use super::wait::Sink;
-use super::{Ctx, INODE_GONE, State};
-use crate::kevent::Kevent;
-use crate::rules::{self, Readiness, Report};
-use crate::signal::dispatch;
-use crate::source::{Source, fd, inode, signal, timer};
-use crate::{sys, token};
+use super::{Ctx, State};
+use crate::rules::{self, Readiness};
+use crate::{source, sys, token};
 
 /// What one harvest brought.
 #[derive(Clone, Copy, Debug)]
@@ -33,7 +28,7 @@ impl State {
             if slot >= token::FIRST_RESERVED_SLOT {
                 generation == ctx.nonce
             } else {
-                self.reg.generation(slot) == Some(generation)
+                self.kevents.reg.generation(slot) == Some(generation)
             }
         })
     }
@@ -42,7 +37,7 @@ impl State {
     /// delivered stays queued for the next wait (each kevent at most once per wait, spec
     /// section 4); returns whether any was left for that reason.
     pub(super) fn take_ready(&mut self, call: u32, sink: &mut Sink<'_>, ctx: Ctx) -> bool {
-        if self.queued == 0 && self.orphans.is_empty() {
+        if self.kevents.queued == 0 && self.orphans.is_empty() {
             return false;
         }
         while sink.room(self.ring.as_ref()) > 0 {
@@ -53,14 +48,14 @@ impl State {
         }
         let mut deferred: Vec<u64> = Vec::new();
         while sink.room(self.ring.as_ref()) > 0 {
-            let Some(tok) = self.ready.pop_front() else {
+            let Some(tok) = self.kevents.ready.pop_front() else {
                 break;
             };
             let (generation, slot) = token::split(tok);
-            if self.reg.generation(slot) != Some(generation) {
+            if self.kevents.reg.generation(slot) != Some(generation) {
                 continue;
             }
-            let Some(kev) = self.reg.get_mut(slot) else {
+            let Some(kev) = self.kevents.reg.get_mut(slot) else {
                 continue;
             };
             if !kev.queued {
@@ -73,11 +68,11 @@ impl State {
                 continue;
             }
             kev.queued = false;
-            self.dequeued();
+            self.kevents.dequeued();
             self.deliver(slot, None, call, sink, ctx);
         }
         let any = !deferred.is_empty();
-        self.ready.extend(deferred);
+        self.kevents.ready.extend(deferred);
         any
     }
 
@@ -91,53 +86,16 @@ impl State {
         sink: &mut Sink<'_>,
         ctx: Ctx,
     ) -> bool {
-        let Some(kev) = self.reg.get_mut(slot) else {
+        let Some(kev) = self.kevents.reg.get_mut(slot) else {
             return false;
         };
         let uk = kev.uk;
-        // The fd no longer names the registered file (D10): reported once, BROKEN.
-        let mut stale = false;
-        let report = match &mut kev.source {
-            Source::Fd { fd, file } => {
-                let revents = match fresh {
-                    Some(r) => Some(r),
-                    // Spec section 4: with LAST_CHECK, whatever queued the kevent (a harvest
-                    // that found the sink full, a READY mark), it reports what its source
-                    // has now. A READY mark always looks (decision P6).
-                    None if rules::last_check(uk.req_flags) || kev.marked => {
-                        fd::poll_registered(uk.type_, *fd, *file, uk.event)
-                    }
-                    None => Some(kev.revents),
-                };
-                let now = match revents {
-                    Some(r) => fd::report(uk.type_, *fd, uk.event, r),
-                    None => {
-                        stale = true;
-                        Some(Report::Broken(kevent_sys::Errno::EBADF))
-                    }
-                };
-                let now = if kev.marked {
-                    rules::marked_state_report(uk.req_flags, now)
-                } else {
-                    now
-                };
-                match now {
-                    Some(r) => r,
-                    None => {
-                        // Not ready at delivery: not delivered (a READY mark is consumed);
-                        // the source's next readiness delivers it again.
-                        kev.marked = false;
-                        kev.pending = 0;
-                        return false;
-                    }
-                }
-            }
-            Source::Timer { last_expiry_ns, .. } => timer::report(*last_expiry_ns, kev.pending),
-            Source::Signal { .. } => signal::report(kev.pending),
-            Source::Inode { .. } => {
-                inode::report(kev.revents & !INODE_GONE, kev.revents & INODE_GONE != 0)
-            }
-            Source::User => Report::Ready([kev.pending, 0]),
+        let Some((report, stale)) = source::report(kev, fresh) else {
+            // Not ready at delivery: not delivered (a READY mark is consumed); the source's
+            // next readiness delivers it again.
+            kev.marked = false;
+            kev.pending = 0;
+            return false;
         };
         if rules::readiness(uk.type_) == Readiness::Occurrence && kev.pending == 0 && !kev.marked {
             return false;
@@ -182,21 +140,16 @@ impl State {
                     foreign = true;
                     continue;
                 }
-                match slot {
-                    token::TIMER => self.expire_timers(),
-                    token::SIGNAL => self.scan_signals(),
-                    token::INODE => self.read_inotify(),
-                    _ => {}
-                }
+                source::harvest(slot, &mut self.cx(ctx));
                 fresh += 1;
                 continue;
             }
-            if self.reg.generation(slot) != Some(generation) {
+            if self.kevents.reg.generation(slot) != Some(generation) {
                 // Removed since epoll saw it (or not ours at all).
-                foreign |= self.reg.get(slot).is_none() && generation & 1 == 0;
+                foreign |= self.kevents.reg.get(slot).is_none() && generation & 1 == 0;
                 continue;
             }
-            let Some(kev) = self.reg.get_mut(slot) else {
+            let Some(kev) = self.kevents.reg.get_mut(slot) else {
                 continue;
             };
             kev.revents = ev.events;
@@ -218,7 +171,7 @@ impl State {
             if sink.room(self.ring.as_ref()) > 0 {
                 self.deliver(slot, Some(ev.events), call, sink, ctx);
             } else {
-                self.queue(slot);
+                self.kevents.queue(slot);
             }
             fresh += 1;
         }
@@ -234,129 +187,11 @@ impl State {
     }
 
     pub(super) fn set_epoll_mode(&mut self, slot: u32, ctx: Ctx, extra: u32) {
-        let Some(generation) = self.reg.generation(slot) else {
+        let Some(generation) = self.kevents.reg.generation(slot) else {
             return;
         };
-        if let Some(Kevent {
-            uk,
-            source: Source::Fd { fd, .. },
-            ..
-        }) = self.reg.get(slot)
-        {
-            let events = fd::epoll_events(uk.type_, uk.event, uk.req_flags) | extra;
-            let _ = sys::epoll_ctl(
-                ctx.epfd,
-                libc::EPOLL_CTL_MOD,
-                *fd,
-                events,
-                token::make(generation, slot),
-            );
-        }
-    }
-
-    /// The timerfd fired: queue every expired timer, reschedule periodic ones (**D8**
-    /// counts the periods a late harvest missed), re-arm the timerfd.
-    pub(super) fn expire_timers(&mut self) {
-        if let Some(fd) = &self.timerfd {
-            sys::timerfd_drain(fd.as_raw_fd());
-        }
-        self.timer_armed = None;
-        let now = crate::timer::monotonic_now_ns();
-        while let Some((slot, deadline)) = self.timers.pop_expired(now) {
-            let Some(kev) = self.reg.get_mut(slot) else {
-                continue;
-            };
-            let oneshot = kev.uk.req_flags & KEVENT_REQ_ONESHOT != 0;
-            let Source::Timer {
-                interval_ns,
-                last_expiry_ns,
-            } = &mut kev.source
-            else {
-                continue;
-            };
-            let (count, next) = if oneshot || *interval_ns == 0 {
-                (1, None)
-            } else {
-                let (c, n) = crate::timer::periodic_catch_up(deadline, *interval_ns, now);
-                (c, Some(n))
-            };
-            *last_expiry_ns = match next {
-                Some(n) => n - *interval_ns,
-                None => deadline,
-            };
-            kev.pending = kev
-                .pending
-                .saturating_add(count.min(u32::MAX as u64) as u32);
-            if let Some(n) = next {
-                self.timers.schedule(slot, n);
-            }
-            self.queue(slot);
-        }
-        let _ = self.rearm_timerfd();
-    }
-
-    /// The signal doorbell rang: queue every SIGNAL kevent whose signal was delivered since
-    /// it last looked (**D8**: the count goes to `ret_data[0]`).
-    pub(super) fn scan_signals(&mut self) {
-        for i in 0..self.signal_slots.len() {
-            let slot = self.signal_slots[i];
-            let Some(kev) = self.reg.get_mut(slot) else {
-                continue;
-            };
-            let Source::Signal { signo, seen, .. } = &mut kev.source else {
-                continue;
-            };
-            let now = dispatch::delivered(*signo);
-            if now > *seen {
-                kev.pending = kev
-                    .pending
-                    .saturating_add((now - *seen).min(u32::MAX as u64) as u32);
-                *seen = now;
-                self.queue(slot);
-            }
-        }
-    }
-
-    /// The inotify fd is readable: route each record to the INODE kevents of its watch.
-    pub(super) fn read_inotify(&mut self) {
-        let Some(ino) = self.inotify.as_ref().map(|f| f.as_raw_fd()) else {
-            return;
-        };
-        #[repr(C, align(8))]
-        struct Buf([u8; 4096]);
-        let mut buf = Buf([0; 4096]);
-        const HEADER: usize = std::mem::size_of::<libc::inotify_event>();
-        loop {
-            let n = sys::inotify_read(ino, &mut buf.0);
-            if n == 0 {
-                break;
-            }
-            let mut off = 0;
-            while off + HEADER <= n {
-                let rec = &buf.0[off..off + HEADER];
-                let wd = i32::from_ne_bytes(rec[0..4].try_into().unwrap_or([0; 4]));
-                let mask = u32::from_ne_bytes(rec[4..8].try_into().unwrap_or([0; 4]));
-                let len = u32::from_ne_bytes(rec[12..16].try_into().unwrap_or([0; 4])) as usize;
-                off += HEADER + len;
-                let bits = inode::bits_of(mask);
-                let gone = inode::gone(mask);
-                let slots = self.watches.get(&wd).cloned().unwrap_or_default();
-                for slot in slots {
-                    let Some(kev) = self.reg.get_mut(slot) else {
-                        continue;
-                    };
-                    let mine = bits & kev.uk.event;
-                    if mine == 0 && !gone {
-                        continue;
-                    }
-                    kev.revents |= mine | if gone { INODE_GONE } else { 0 };
-                    kev.pending = kev.pending.saturating_add(1);
-                    self.queue(slot);
-                }
-                if mask & libc::IN_IGNORED != 0 {
-                    self.watches.remove(&wd);
-                }
-            }
+        if let Some(kev) = self.kevents.reg.get(slot) {
+            source::set_epoll_mode(kev, slot, generation, ctx, extra);
         }
     }
 }

@@ -29,7 +29,6 @@
 //!   still this queue: a thread waiting in a queue whose fd another thread closed returns
 //!   `EBADF` within that bound instead of hanging.
 
-use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -40,57 +39,40 @@ use kevent_sys::{
 };
 
 use crate::kevent::Kevent;
-use crate::registry::Registry;
 use crate::ring::Ring;
 use crate::seg::SegDeque;
-use crate::source::Source;
-use crate::timer::TimerHeap;
+use crate::source::{self, QueueCx, Shared};
 use crate::{sys, token};
 
 /// The longest a waiter sleeps before checking that its queue fd is still open.
 pub(crate) const SLICE_NS: u64 = 250_000_000;
 
-/// INODE kevents: `revents` bit meaning the watched directory is gone.
-const INODE_GONE: u32 = 1 << 31;
-
 /// epoll events harvested per `epoll_wait`.
 const HARVEST: usize = 256;
 
 mod deliver;
+mod ready;
 mod register;
 mod wait;
 
+pub(crate) use ready::Kevents;
 pub(crate) use wait::Deadline;
 use wait::Sink;
 
-/// The fds and identity a [`State`] method needs from its queue.
-#[derive(Clone, Copy, Debug)]
-struct Ctx {
-    epfd: RawFd,
-    wake: RawFd,
-    nonce: u32,
-}
+/// The fds and identity a [`State`] method needs from its queue (the same its sources need).
+type Ctx = source::Epoll;
 
 /// Everything behind the queue lock.
 #[derive(Debug)]
 struct State {
-    reg: Registry<Kevent>,
-    /// Tokens of queued kevents, oldest first (a token, so that a kevent removed and its slot
-    /// reused meanwhile is recognised and skipped).
-    ready: SegDeque<u64>,
-    /// How many tokens in `ready` belong to live, queued kevents (the rest are stale: their
-    /// kevent was removed). The queue fd is readable only while this is not zero.
-    queued: usize,
+    /// The registry and the ready list.
+    kevents: Kevents,
     /// Events of kevents already unregistered that still owe one report (**D10**).
     orphans: SegDeque<ukevent>,
     ring: Option<Ring>,
-    timers: TimerHeap,
-    timerfd: Option<OwnedFd>,
-    timer_armed: Option<u64>,
-    inotify: Option<OwnedFd>,
-    watches: HashMap<i32, Vec<u32>>,
-    signal_slots: Vec<u32>,
-    doorbell: bool,
+    /// The queue-wide state of the event types (the timers, the inotify fd, the SIGNAL
+    /// kevents).
+    sources: Shared,
     sleepers: u32,
     wake_gen: u64,
     wake_acks: u32,
@@ -139,18 +121,10 @@ impl Queue {
             calls: AtomicU32::new(0),
             gone: AtomicBool::new(false),
             state: Mutex::new(State {
-                reg: Registry::new(nonce),
-                ready: SegDeque::new(),
-                queued: 0,
+                kevents: Kevents::new(nonce),
                 orphans: SegDeque::new(),
                 ring,
-                timers: TimerHeap::new(),
-                timerfd: None,
-                timer_armed: None,
-                inotify: None,
-                watches: HashMap::new(),
-                signal_slots: Vec::new(),
-                doorbell: false,
+                sources: Shared::new(),
                 sleepers: 0,
                 wake_gen: 0,
                 wake_acks: 0,
@@ -213,13 +187,13 @@ impl Queue {
         }
         st.dead = true;
         let ctx = self.ctx();
-        let slots: Vec<u32> = st.reg.iter().map(|(slot, _)| slot).collect();
+        let slots: Vec<u32> = st.kevents.reg.iter().map(|(slot, _)| slot).collect();
         for slot in slots {
             // The queue fd is closed or names another epoll now: never touch it.
             st.unregister(slot, ctx, true);
         }
-        st.ready.clear();
-        st.queued = 0;
+        st.kevents.ready.clear();
+        st.kevents.queued = 0;
     }
 
     fn next_call(&self) -> u32 {
@@ -357,42 +331,23 @@ impl Queue {
         let ctx = self.ctx();
         let mut st = self.lock();
         let slot = st
+            .kevents
             .reg
             .find((KEVENT_POSIX_TIMER, timer))
             .ok_or(Errno::EINVAL)?;
-        if let Some(Kevent {
-            source: Source::Timer {
-                interval_ns: iv, ..
-            },
-            ..
-        }) = st.reg.get_mut(slot)
-        {
-            *iv = interval_ns;
-        }
-        match deadline_ns {
-            Some(d) => st.schedule_timer(slot, d, ctx)?,
-            None => {
-                st.timers.cancel(slot);
-            }
-        }
-        Ok(())
+        source::timer::posix_arm(slot, deadline_ns, interval_ns, &mut st.cx(ctx))
     }
 
     /// The next expiry and period of a POSIX timer kevent.
     pub(crate) fn posix_timer_get(&self, timer: u64) -> Result<(Option<u64>, u64), Errno> {
         let st = self.lock();
         let slot = st
+            .kevents
             .reg
             .find((KEVENT_POSIX_TIMER, timer))
             .ok_or(Errno::EINVAL)?;
-        let interval = match st.reg.get(slot) {
-            Some(Kevent {
-                source: Source::Timer { interval_ns, .. },
-                ..
-            }) => *interval_ns,
-            _ => 0,
-        };
-        Ok((st.timers.deadline(slot), interval))
+        let kev = st.kevents.reg.get(slot);
+        Ok(source::timer::posix_get(kev, slot, &st.sources.timers))
     }
 
     /// Registers a POSIX timer kevent carrying `cookie` (the sigevent's `sival_ptr`).
@@ -408,21 +363,15 @@ impl Queue {
             0,
         );
         uk.set_cookie(cookie);
-        let kev = Kevent::new(
-            &uk,
-            Source::Timer {
-                interval_ns: 0,
-                last_expiry_ns: 0,
-            },
-        );
-        st.reg.insert(kev).map(drop).ok_or(Errno::EAGAIN)
+        let kev = Kevent::new(&uk, source::timer::posix_source());
+        st.kevents.reg.insert(kev).map(drop).ok_or(Errno::EAGAIN)
     }
 
     /// Unregisters a POSIX timer kevent.
     pub(crate) fn posix_timer_unregister(&self, timer: u64) {
         let ctx = self.ctx();
         let mut st = self.lock();
-        if let Some(slot) = st.reg.find((KEVENT_POSIX_TIMER, timer)) {
+        if let Some(slot) = st.kevents.reg.find((KEVENT_POSIX_TIMER, timer)) {
             st.unregister(slot, ctx, false);
             st.sync_wake(ctx);
         }
@@ -430,10 +379,22 @@ impl Queue {
 }
 
 impl State {
+    /// The narrow context the event sources get: the epoll, their queue-wide state and the
+    /// kevents (never the rest of the queue).
+    fn cx(&mut self, ctx: Ctx) -> QueueCx<'_> {
+        QueueCx {
+            epoll: ctx,
+            shared: &mut self.sources,
+            kevents: &mut self.kevents,
+        }
+    }
+
     /// Makes the wake eventfd readable exactly while something waits to be taken.
     fn sync_wake(&mut self, ctx: Ctx) {
-        let want =
-            self.queued > 0 || !self.orphans.is_empty() || self.wake_acks > 0 || self.wake_token;
+        let want = self.kevents.queued > 0
+            || !self.orphans.is_empty()
+            || self.wake_acks > 0
+            || self.wake_token;
         if want != self.wake_signaled {
             if want {
                 sys::eventfd_signal(ctx.wake);
@@ -451,58 +412,6 @@ impl State {
         } else {
             self.wake_gen += 1;
             self.wake_acks = self.sleepers;
-        }
-    }
-
-    fn queue(&mut self, slot: u32) {
-        let Some(generation) = self.reg.generation(slot) else {
-            return;
-        };
-        let Some(kev) = self.reg.get_mut(slot) else {
-            return;
-        };
-        if !kev.queued {
-            kev.queued = true;
-            self.queued += 1;
-            self.compact_ready();
-            self.ready.push_back(token::make(generation, slot));
-        }
-    }
-
-    /// Takes a kevent off the ready list and forgets its READY marks (MODIFY, **D17**). Its
-    /// token stays in `ready` until a wait or [`State::compact_ready`] skips it.
-    fn unqueue(&mut self, slot: u32) {
-        let Some(kev) = self.reg.get_mut(slot) else {
-            return;
-        };
-        kev.marked = false;
-        kev.pending = 0;
-        if kev.queued {
-            kev.queued = false;
-            self.dequeued();
-        }
-    }
-
-    /// Drops the tokens of kevents that are no longer queued once they outnumber the live
-    /// ones, so that MODIFY and REMOVE of queued kevents between waits cannot grow the ready
-    /// list without bound (amortised O(1) per token).
-    fn compact_ready(&mut self) {
-        if self.ready.len() < 2 * self.queued + 64 {
-            return;
-        }
-        let reg = &self.reg;
-        self.ready.retain(|&tok| {
-            let (generation, slot) = token::split(tok);
-            reg.generation(slot) == Some(generation) && reg.get(slot).is_some_and(|k| k.queued)
-        });
-    }
-
-    /// A queued kevent left the ready list (taken, or unregistered).
-    fn dequeued(&mut self) {
-        self.queued -= 1;
-        if self.queued == 0 {
-            // Only stale tokens are left.
-            self.ready.clear();
         }
     }
 }

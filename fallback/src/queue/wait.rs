@@ -232,7 +232,7 @@ impl Queue {
                 st.take_ready(call, sink, ctx);
                 break Ok(());
             }
-            if !more && sink.count() >= want && st.queued == 0 && st.orphans.is_empty() {
+            if !more && sink.count() >= want && st.kevents.queued == 0 && st.orphans.is_empty() {
                 // The common case: one harvest found enough, nothing else is queued.
                 break Ok(());
             }

@@ -62,6 +62,7 @@ use std::sync::atomic::Ordering::{Acquire, Release};
 use kevent_sys::Errno;
 
 use super::dispatch;
+use crate::sys::async_safe;
 
 /// The highest address (exclusive) a user pointer may reach: the top of x86_64 user space with
 /// 5-level paging (`TASK_SIZE_MAX`, 2^56 - 4096). Addresses above (the kernel half, the
@@ -174,15 +175,12 @@ fn ensure_held() -> bool {
 
 /// Whether the calling thread blocks neither `SIGSEGV` nor `SIGBUS`.
 fn thread_unblocked() -> bool {
-    // SAFETY: `sigset_t` is plain integers (all-zero is valid); pthread_sigmask only writes the
-    // old mask into this local and changes nothing (`SIG_BLOCK` with a null new set).
-    unsafe {
-        let mut cur: libc::sigset_t = std::mem::zeroed();
-        if libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut cur) != 0 {
-            return false;
-        }
-        libc::sigismember(&cur, libc::SIGSEGV) == 0 && libc::sigismember(&cur, libc::SIGBUS) == 0
-    }
+    // `SIG_BLOCK` without a new set changes nothing: a query of the mask.
+    let Some(cur) = async_safe::pthread_sigmask(libc::SIG_BLOCK, None) else {
+        return false;
+    };
+    async_safe::sigismember(&cur, libc::SIGSEGV) == 0
+        && async_safe::sigismember(&cur, libc::SIGBUS) == 0
 }
 
 /// Re-checks everything [`usable`] caches: that the handler still holds `SIGSEGV`/`SIGBUS`
@@ -299,36 +297,14 @@ mod tests {
     impl Pages {
         /// Page 0 read-write, page 1 inaccessible, page 2 read-only.
         fn new() -> Pages {
-            // SAFETY: sysconf has no preconditions; the mappings are new and ours.
-            unsafe {
-                let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
-                let base = libc::mmap(
-                    std::ptr::null_mut(),
-                    3 * page,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                );
-                assert_ne!(base, libc::MAP_FAILED);
-                let base = base.cast::<u8>();
-                assert_eq!(
-                    libc::mprotect(base.add(page).cast(), page, libc::PROT_NONE),
-                    0
-                );
-                assert_eq!(
-                    libc::mprotect(base.add(2 * page).cast(), page, libc::PROT_READ),
-                    0
-                );
-                Pages { base, page }
-            }
+            let (base, page) = crate::sys::mem::guarded_pages();
+            Pages { base, page }
         }
     }
 
     impl Drop for Pages {
         fn drop(&mut self) {
-            // SAFETY: the mapping made in `new`.
-            unsafe { libc::munmap(self.base.cast(), 3 * self.page) };
+            crate::sys::mem::unmap_pages(self.base, self.page);
         }
     }
 
@@ -406,16 +382,10 @@ mod tests {
     fn a_thread_that_blocks_sigsegv_is_not_usable() {
         assert!(refresh());
         std::thread::spawn(|| {
-            // SAFETY: blocks SIGSEGV in this (test-owned) thread only; the set is a local.
-            unsafe {
-                let mut set: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut set);
-                libc::sigaddset(&mut set, libc::SIGSEGV);
-                assert_eq!(
-                    libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()),
-                    0
-                );
-            }
+            // Blocks SIGSEGV in this (test-owned) thread only.
+            let mut set = async_safe::sigemptyset();
+            async_safe::sigaddset(&mut set, libc::SIGSEGV);
+            assert!(async_safe::pthread_sigmask(libc::SIG_BLOCK, Some(&set)).is_some());
             assert!(!usable());
             assert!(!refresh());
         })

@@ -5,23 +5,147 @@
 //! `REQ_ONESHOT` to `EPOLLONESHOT` (the kevent is unregistered at its delivery). The type
 //! files (`socket`, `pipe`, `poll`) only say which fds they accept, which epoll events they
 //! need and how epoll's readiness reads as a report.
+//!
+//! A kevent keeps the identity (`st_dev`, `st_ino`) of the file its fd named at ADD (**D10**);
+//! the fd itself is `id.raw[0]` of the registered id, not stored again.
 
 use std::os::fd::RawFd;
 
-use kevent_sys::{Errno, KEVENT_PIPE, KEVENT_POLL, KEVENT_SOCKET};
+use kevent_sys::{Errno, KEVENT_PIPE, KEVENT_POLL, KEVENT_SOCKET, kevent_id, ukevent};
 
+use crate::kevent::{Kevent, Registered};
 use crate::rules::{self, Report};
 use crate::sys::{self, FileId};
+use crate::token;
 
-use super::{pipe, poll, socket};
+use super::{Epoll, Prepared, Source, pipe, poll, socket};
+
+/// A SOCKET, PIPE or POLL kevent's source: the identity of the file its fd named at ADD.
+#[derive(Debug)]
+pub(crate) struct Fd {
+    file: (u64, u64),
+}
+
+/// Checks an fd kevent for ADD and polls its fd once (it may be ready at once).
+pub(super) fn prepare(uk: &ukevent) -> Result<Prepared, Errno> {
+    let fd = fd_of(uk.id.raw());
+    let file = validate(uk.type_, fd)?;
+    let revents = poll_now(uk.type_, fd, uk.event);
+    Ok(Prepared {
+        source: Source::Fd(Fd {
+            file: file.identity(),
+        }),
+        ready_now: report(uk.type_, fd, uk.event, revents),
+    })
+}
+
+impl Fd {
+    /// The watched fd.
+    pub(super) fn fd(&self, uk: &Registered) -> RawFd {
+        fd_of(kevent_id::from_u64(uk.id).raw())
+    }
+
+    /// Registers the fd in the queue's epoll under the kevent's token.
+    pub(super) fn arm(&self, uk: &Registered, token: u64, ep: Epoll) -> Result<(), Errno> {
+        let events = epoll_events(uk.type_, uk.event, uk.req_flags);
+        match ep.ctl(libc::EPOLL_CTL_ADD, self.fd(uk), events, token) {
+            Ok(()) => Ok(()),
+            // No ->poll (regular file): the fd is of the wrong kind.
+            Err(Errno::EPERM) => Err(Errno::EINVAL),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes the fd from the queue's epoll (not for a stale kevent, nor a number that went
+    /// to one of the queue's own fds: the dispatcher checks).
+    pub(super) fn disarm(&self, uk: &Registered, ep: Epoll) {
+        // Errors mean the fd is closed or names another file now: either way the
+        // registration is gone or unreachable.
+        let _ = ep.ctl(libc::EPOLL_CTL_DEL, self.fd(uk), 0, 0);
+    }
+
+    /// What a delivery reports: `fresh` is what epoll reported in this call; otherwise the
+    /// readiness last harvested, or (LAST_CHECK, a READY mark) what the fd has now.
+    #[inline]
+    pub(super) fn report(&self, kev: &Kevent, fresh: Option<u32>) -> Option<(Report, bool)> {
+        let uk = &kev.uk;
+        let fd = self.fd(uk);
+        let revents = match fresh {
+            Some(r) => Some(r),
+            // Spec section 4: with LAST_CHECK, whatever queued the kevent (a harvest that
+            // found the sink full, a READY mark), it reports what its source has now. A READY
+            // mark always looks (decision P6).
+            None if rules::last_check(uk.req_flags) || kev.marked => {
+                poll_registered(uk.type_, fd, self.file, uk.event)
+            }
+            None => Some(kev.revents),
+        };
+        // The fd no longer names the registered file (D10): reported once, BROKEN.
+        let mut stale = false;
+        let now = match revents {
+            Some(r) => report(uk.type_, fd, uk.event, r),
+            None => {
+                stale = true;
+                Some(Report::Broken(Errno::EBADF))
+            }
+        };
+        let now = if kev.marked {
+            rules::marked_state_report(uk.req_flags, now)
+        } else {
+            now
+        };
+        now.map(|r| (r, stale))
+    }
+
+    /// **D10**: whether the fd no longer names the file it was registered with (closed
+    /// without REMOVE, number reused). epoll is asked directly: its registration is keyed by
+    /// (file, fd), so an `EPOLL_CTL_ADD` of the number finds the registration (`EEXIST`)
+    /// exactly while the number still names the registered file.
+    ///
+    /// The probe must leave a live registration as it was. An `EPOLL_CTL_MOD` (what this
+    /// once used) re-evaluates the source: an ET kevent got a new edge and was delivered
+    /// again, merely because an ADD of the same key was refused with `EEXIST` (found by the
+    /// differential test of issue 15). An ADD changes nothing when it fails; when it
+    /// succeeds the registration was stale, and the probe registration is removed again at
+    /// once (within the queue lock; a harvest in between ignores its reserved token).
+    pub(super) fn is_stale(&self, uk: &Registered, ep: Epoll) -> bool {
+        let fd = self.fd(uk);
+        match sys::file_id(fd) {
+            Ok(now) if now.identity() == self.file => {}
+            _ => return true,
+        }
+        let probe = token::make(ep.nonce, token::PROBE);
+        match ep.ctl(libc::EPOLL_CTL_ADD, fd, 0, probe) {
+            Err(Errno::EEXIST) => false,
+            Ok(()) => {
+                let _ = ep.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
+                true
+            }
+            Err(_) => true,
+        }
+    }
+
+    /// MODIFY: re-registers the fd under the kevent's new mask and flags; an error means the
+    /// fd no longer names the registered file.
+    pub(super) fn modify(&self, uk: &Registered, token: u64, ep: Epoll) -> Result<(), Errno> {
+        let events = epoll_events(uk.type_, uk.event, uk.req_flags);
+        ep.ctl(libc::EPOLL_CTL_MOD, self.fd(uk), events, token)
+    }
+
+    /// Re-registers the fd with `extra` mode bits (parking a level kevent during a wait).
+    pub(super) fn set_mode(&self, uk: &Registered, token: u64, ep: Epoll, extra: u32) {
+        let events = epoll_events(uk.type_, uk.event, uk.req_flags) | extra;
+        let _ = ep.ctl(libc::EPOLL_CTL_MOD, self.fd(uk), events, token);
+    }
+}
 
 /// The fd a SOCKET/PIPE/POLL kevent watches (`id.raw[0]`).
-pub(crate) fn fd_of(id: [u32; 2]) -> RawFd {
+fn fd_of(id: [u32; 2]) -> RawFd {
     id[0] as i32
 }
 
 /// Checks that `fd` suits the type; returns its identity (kept for **D10**).
-pub(crate) fn validate(type_: u32, fd: RawFd) -> Result<FileId, Errno> {
+fn validate(type_: u32, fd: RawFd) -> Result<FileId, Errno> {
     let file = sys::file_id(fd)?;
     let ok = match type_ {
         KEVENT_SOCKET => file.is_socket(),
@@ -35,7 +159,7 @@ pub(crate) fn validate(type_: u32, fd: RawFd) -> Result<FileId, Errno> {
 }
 
 /// The epoll events to ask for.
-pub(crate) fn epoll_events(type_: u32, event: u32, req_flags: u32) -> u32 {
+fn epoll_events(type_: u32, event: u32, req_flags: u32) -> u32 {
     let base = match type_ {
         KEVENT_SOCKET => socket::epoll_events(event),
         KEVENT_PIPE => pipe::epoll_events(event),
@@ -53,7 +177,7 @@ pub(crate) fn epoll_events(type_: u32, event: u32, req_flags: u32) -> u32 {
 
 /// How epoll's `revents` reads for this kevent: `None` when it is not ready for what the
 /// kevent watches.
-pub(crate) fn report(type_: u32, fd: RawFd, event: u32, revents: u32) -> Option<Report> {
+fn report(type_: u32, fd: RawFd, event: u32, revents: u32) -> Option<Report> {
     match type_ {
         KEVENT_SOCKET => socket::report(fd, event, revents),
         KEVENT_PIPE => pipe::report(event, revents),
@@ -62,7 +186,7 @@ pub(crate) fn report(type_: u32, fd: RawFd, event: u32, revents: u32) -> Option<
 }
 
 /// Readiness right now (a `poll` with zero timeout), for ADD.
-pub(crate) fn poll_now(type_: u32, fd: RawFd, event: u32) -> u32 {
+fn poll_now(type_: u32, fd: RawFd, event: u32) -> u32 {
     let want = epoll_events(type_, event, 0) as i16;
     sys::poll_now(fd, want) as u16 as u32
 }
@@ -70,7 +194,7 @@ pub(crate) fn poll_now(type_: u32, fd: RawFd, event: u32) -> u32 {
 /// Readiness right now of a registered kevent's fd, for LAST_CHECK and READY marks: `None`
 /// when the fd no longer names the file registered (`file`, its identity at ADD), whose
 /// readiness must never be reported through this registration (**D10**).
-pub(crate) fn poll_registered(type_: u32, fd: RawFd, file: (u64, u64), event: u32) -> Option<u32> {
+fn poll_registered(type_: u32, fd: RawFd, file: (u64, u64), event: u32) -> Option<u32> {
     match sys::file_id(fd) {
         Ok(now) if now.identity() == file => Some(poll_now(type_, fd, event)),
         _ => None,

@@ -3,35 +3,62 @@
 //! Every INODE kevent of a queue shares the queue's one inotify fd; a kevent holds one
 //! watch descriptor (inotify returns the same descriptor for the same directory, so several
 //! kevents may share it). `ret_data[0]` holds the `KEVENT_INODE_*` bits seen since the last
-//! delivery; the directory itself going away is BROKEN (`-ENOENT`).
+//! delivery; the directory itself going away is BROKEN (`-ENOENT`). The queue-wide part,
+//! [`Watches`] (the inotify fd and which kevents each watch serves), is this file's too, with
+//! its harvest step ([`Watches::read`]).
 
-use kevent_sys::{Errno, KEVENT_INODE_CREATE, KEVENT_INODE_REMOVE};
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use super::Source;
+use kevent_sys::{Errno, KEVENT_INODE_CREATE, KEVENT_INODE_REMOVE, ukevent};
+
+use super::{Epoll, Prepared, Source};
+use crate::kevent::{Kevent, Registered};
+use crate::queue::Kevents;
 use crate::rules::Report;
-use crate::sys;
+use crate::{sys, token};
 
 /// The inotify events every INODE watch asks for (one mask for all, since a second
 /// `inotify_add_watch` on the same directory replaces the first one's mask).
-pub(crate) const WATCH_MASK: u32 = libc::IN_CREATE
+const WATCH_MASK: u32 = libc::IN_CREATE
     | libc::IN_MOVED_TO
     | libc::IN_DELETE
     | libc::IN_MOVED_FROM
     | libc::IN_DELETE_SELF
     | libc::IN_ONLYDIR;
 
+/// `revents` bit of an INODE kevent meaning the watched directory is gone.
+const GONE: u32 = 1 << 31;
+
+/// An INODE kevent's source: the inotify watch of the directory.
+#[derive(Debug)]
+pub(crate) struct Inode {
+    wd: i32,
+}
+
+/// The INODE kevents of one queue: the inotify fd (made at the first one) and the kevents
+/// of each watch descriptor.
+#[derive(Debug)]
+pub(crate) struct Watches {
+    inotify: Option<OwnedFd>,
+    by_wd: HashMap<i32, Vec<u32>>,
+}
+
 /// Checks that `raw[0]` is an open directory.
-pub(crate) fn prepare(id: [u32; 2]) -> Result<Source, Errno> {
-    let fd = id[0] as i32;
+pub(super) fn prepare(uk: &ukevent) -> Result<Prepared, Errno> {
+    let fd = uk.id.raw()[0] as i32;
     let file = sys::file_id(fd)?;
     if !file.is_dir() {
         return Err(Errno::EINVAL);
     }
-    Ok(Source::Inode { wd: -1 })
+    Ok(Prepared {
+        source: Source::Inode(Inode { wd: -1 }),
+        ready_now: None,
+    })
 }
 
 /// The `KEVENT_INODE_*` bits an inotify mask means.
-pub(crate) fn bits_of(mask: u32) -> u32 {
+fn bits_of(mask: u32) -> u32 {
     let mut bits = 0;
     if mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 {
         bits |= KEVENT_INODE_CREATE;
@@ -43,15 +70,115 @@ pub(crate) fn bits_of(mask: u32) -> u32 {
 }
 
 /// Whether an inotify mask says the watch is gone (directory deleted or unmounted).
-pub(crate) fn gone(mask: u32) -> bool {
+fn gone(mask: u32) -> bool {
     mask & (libc::IN_DELETE_SELF | libc::IN_IGNORED | libc::IN_UNMOUNT) != 0
 }
 
-/// What an inode delivery reports.
-pub(crate) fn report(bits: u32, gone: bool) -> Report {
-    if gone && bits == 0 {
-        Report::Broken(Errno::ENOENT)
-    } else {
-        Report::Ready([bits, 0])
+impl Inode {
+    /// Watches the directory through the queue's inotify fd (made, and registered in the
+    /// queue's epoll, on the queue's first INODE kevent).
+    pub(super) fn arm(
+        &mut self,
+        uk: &Registered,
+        slot: u32,
+        watches: &mut Watches,
+        ep: Epoll,
+    ) -> Result<(), Errno> {
+        let dir = uk.id0() as RawFd;
+        let ino = match &watches.inotify {
+            Some(fd) => fd.as_raw_fd(),
+            None => {
+                let fd = sys::inotify_init()?;
+                ep.add_internal(fd.as_raw_fd(), libc::EPOLLIN as u32, token::INODE)?;
+                let raw = fd.as_raw_fd();
+                watches.inotify = Some(fd);
+                raw
+            }
+        };
+        let w = sys::inotify_watch_fd(ino, dir, WATCH_MASK)?;
+        self.wd = w;
+        watches.by_wd.entry(w).or_default().push(slot);
+        Ok(())
+    }
+
+    /// Drops the kevent from its watch, and the watch once no kevent uses it.
+    pub(super) fn disarm(&self, slot: u32, watches: &mut Watches) {
+        if let Some(list) = watches.by_wd.get_mut(&self.wd) {
+            list.retain(|&s| s != slot);
+            if list.is_empty() {
+                watches.by_wd.remove(&self.wd);
+                if let Some(ino) = &watches.inotify {
+                    sys::inotify_unwatch(ino.as_raw_fd(), self.wd);
+                }
+            }
+        }
+    }
+
+    /// What an inode delivery reports: the entry bits seen, or BROKEN once the directory is
+    /// gone and nothing else was seen.
+    pub(super) fn report(&self, kev: &Kevent) -> Report {
+        let bits = kev.revents & !GONE;
+        if kev.revents & GONE != 0 && bits == 0 {
+            Report::Broken(Errno::ENOENT)
+        } else {
+            Report::Ready([bits, 0])
+        }
+    }
+}
+
+impl Watches {
+    pub(super) fn new() -> Watches {
+        Watches {
+            inotify: None,
+            by_wd: HashMap::new(),
+        }
+    }
+
+    /// Whether `fd` is the inotify fd.
+    pub(super) fn owns(&self, fd: RawFd) -> bool {
+        self.inotify.as_ref().is_some_and(|f| f.as_raw_fd() == fd)
+    }
+
+    /// The harvest step: the inotify fd is readable. Routes each record to the INODE kevents
+    /// of its watch.
+    pub(super) fn read(&mut self, kevents: &mut Kevents) {
+        let Some(ino) = self.inotify.as_ref().map(|f| f.as_raw_fd()) else {
+            return;
+        };
+        #[repr(C, align(8))]
+        struct Buf([u8; 4096]);
+        let mut buf = Buf([0; 4096]);
+        const HEADER: usize = std::mem::size_of::<libc::inotify_event>();
+        loop {
+            let n = sys::inotify_read(ino, &mut buf.0);
+            if n == 0 {
+                break;
+            }
+            let mut off = 0;
+            while off + HEADER <= n {
+                let rec = &buf.0[off..off + HEADER];
+                let wd = i32::from_ne_bytes(rec[0..4].try_into().unwrap_or([0; 4]));
+                let mask = u32::from_ne_bytes(rec[4..8].try_into().unwrap_or([0; 4]));
+                let len = u32::from_ne_bytes(rec[12..16].try_into().unwrap_or([0; 4])) as usize;
+                off += HEADER + len;
+                let bits = bits_of(mask);
+                let gone = gone(mask);
+                for &slot in self.by_wd.get(&wd).map_or(&[][..], Vec::as_slice) {
+                    let Some(kev) = kevents.reg.get_mut(slot) else {
+                        continue;
+                    };
+                    let mine = bits & kev.uk.event;
+                    if mine == 0 && !gone {
+                        continue;
+                    }
+                    kev.revents |= mine | if gone { GONE } else { 0 };
+                    kev.pending = kev.pending.saturating_add(1);
+                    kevents.queue(slot);
+                }
+                if mask & libc::IN_IGNORED != 0 {
+                    self.by_wd.remove(&wd);
+                }
+            }
+        }
     }
 }

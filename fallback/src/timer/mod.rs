@@ -4,11 +4,6 @@
 //! The engine creates the queue's timerfd (`CLOCK_MONOTONIC`) and arms it with
 //! [`timerfd_arm_value`]`(heap.next_deadline())` and `TFD_TIMER_ABSTIME`; no timer ever owns
 //! a kernel object, so a queue holds a million timers within the default fd limit (issue 3).
-//!
-//! # Safety
-//!
-//! The only unsafe code calls `clock_gettime` with a pointer to a local `timespec`.
-#![allow(unsafe_code)]
 
 pub mod heap;
 
@@ -19,15 +14,7 @@ pub const NSEC_PER_SEC: u64 = 1_000_000_000;
 
 /// Reads `clock` in nanoseconds, saturated to `0..=u64::MAX`.
 pub fn clock_now_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a live, writable `timespec` on this stack frame; `clock_gettime` writes
-    // only that struct and keeps no pointer to it.
-    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
-    debug_assert_eq!(rc, 0, "clock_gettime({clock}) failed");
-    timespec_to_ns_saturating(&ts)
+    timespec_to_ns_saturating(&crate::sys::clock_gettime(clock))
 }
 
 /// `clock_gettime(CLOCK_MONOTONIC)` in nanoseconds: the clock of TIMER kevents, relative

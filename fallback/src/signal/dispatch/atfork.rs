@@ -1,6 +1,7 @@
 //! The dispatch's part of `fork()` (**D11**), called by the engine's one fork registration
 //! (`crate::fork`): hold `LOCK` across the fork, and in the child forget every watch and give
-//! it its own doorbell. Unsafe code: see the dispatch module's `# Safety`.
+//! it its own doorbell. The child handler runs in the single-threaded child and calls only
+//! atomics and `crate::sys::async_safe`.
 
 use super::*;
 
@@ -19,7 +20,7 @@ pub(crate) fn fork_prepare() {
 }
 
 /// Drops the guard taken by `fork_prepare`, if any.
-pub(super) fn release_fork_guard() {
+fn release_fork_guard() {
     let guard = FORK_GUARD.try_with(|cell| cell.try_borrow_mut().ok().and_then(|mut g| g.take()));
     drop(guard);
 }
@@ -32,9 +33,7 @@ pub(crate) fn fork_parent() {
 /// fork *child*: forget every watch (D11), give the child its own doorbell, release
 /// `LOCK`. Async-signal-safe (module documentation).
 pub(crate) fn fork_child() {
-    let errno = errno_ptr();
-    // SAFETY: this thread's errno location.
-    let saved_errno = unsafe { *errno };
+    let saved_errno = async_safe::errno();
     for (s, slot) in SIGNALS.iter().enumerate().skip(1) {
         if slot.watchers.load(SeqCst) == 0 {
             continue;
@@ -57,18 +56,14 @@ pub(crate) fn fork_child() {
     }
     let old = DOORBELL.load(SeqCst);
     if old >= 0 {
-        // SAFETY: `eventfd`, `dup3` and `close` take no pointers. `dup3` atomically makes
-        // `old` (our doorbell's number, owned by this module) refer to the new eventfd; the
-        // temporary number `fresh` is ours and closed right after.
-        unsafe {
-            let fresh = libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK);
-            if fresh >= 0 {
-                libc::dup3(fresh, old, libc::O_CLOEXEC);
-                libc::close(fresh);
-            }
+        // `dup3` atomically makes `old` (our doorbell's number, owned by this module) refer
+        // to the new eventfd; the temporary number `fresh` is ours and closed right after.
+        let fresh = async_safe::eventfd_raw();
+        if fresh >= 0 {
+            async_safe::dup3(fresh, old, libc::O_CLOEXEC);
+            async_safe::close(fresh);
         }
     }
     release_fork_guard();
-    // SAFETY: as above.
-    unsafe { *errno = saved_errno };
+    async_safe::set_errno(saved_errno);
 }

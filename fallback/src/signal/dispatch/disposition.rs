@@ -1,7 +1,7 @@
 //! Saved dispositions: what the program had installed for a watched signal, how it is saved
 //! (atomics a handler can read), restored and re-installed, and the `sigaction`/`sigset_t`
-//! helpers the handler also uses (async-signal-safe). Unsafe code: see the dispatch module's
-//! `# Safety`.
+//! helpers the handler also uses (async-signal-safe: their system calls are
+//! `crate::sys::async_safe`'s).
 
 use super::*;
 
@@ -52,30 +52,12 @@ pub(super) fn is_handler(h: usize) -> bool {
     h != libc::SIG_DFL && h != libc::SIG_IGN
 }
 
-/// The calling thread's `errno` location.
-pub(super) fn errno_ptr() -> *mut c_int {
-    // SAFETY: `__errno_location` only returns the address of the calling thread's `errno`; it
-    // has no preconditions and is async-signal-safe.
-    unsafe { libc::__errno_location() }
-}
-
-/// An empty `sigset_t`.
-pub(super) fn empty_set() -> libc::sigset_t {
-    // SAFETY: `sigset_t` is plain integers, so all-zero is a valid value; `sigemptyset` then
-    // writes only through the pointer to this local.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        set
-    }
-}
-
 /// A `sigaction` with every field zero (`SIG_DFL`, no flags, empty mask, no restorer).
 pub(super) fn zeroed_action() -> libc::sigaction {
     // SAFETY: `struct sigaction` is integers, a `sigset_t` and an `Option` of a function
     // pointer, for all of which all-zero bytes are a valid value (`None` for the option).
     let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-    act.sa_mask = empty_set();
+    act.sa_mask = async_safe::sigemptyset();
     act
 }
 
@@ -83,8 +65,7 @@ pub(super) fn zeroed_action() -> libc::sigaction {
 pub(super) fn mask_bits(set: &libc::sigset_t) -> [u64; 2] {
     let mut bits = [0u64; 2];
     for s in 1..SLOTS {
-        // SAFETY: `set` is a valid `sigset_t` borrowed for the call; `sigismember` only reads it.
-        if unsafe { libc::sigismember(set, s as c_int) } == 1 {
+        if async_safe::sigismember(set, s as c_int) == 1 {
             bits[(s - 1) / 64] |= 1 << ((s - 1) % 64);
         }
     }
@@ -94,12 +75,10 @@ pub(super) fn mask_bits(set: &libc::sigset_t) -> [u64; 2] {
 /// The `sigset_t` of a 128-bit mask. Signals the C library refuses to add (its reserved ones)
 /// are left out.
 pub(super) fn mask_set(bits: [u64; 2]) -> libc::sigset_t {
-    let mut set = empty_set();
+    let mut set = async_safe::sigemptyset();
     for s in 1..SLOTS {
         if bits[(s - 1) / 64] & (1 << ((s - 1) % 64)) != 0 {
-            // SAFETY: `set` is a valid local `sigset_t`; `sigaddset` writes only into it (and
-            // `errno` for a refused number, which callers in signal context restore).
-            unsafe { libc::sigaddset(&mut set, s as c_int) };
+            async_safe::sigaddset(&mut set, s as c_int);
         }
     }
     set
@@ -148,20 +127,6 @@ pub(super) fn our_action(slot: &Slot) -> libc::sigaction {
         act.sa_flags |= libc::SA_ONSTACK | libc::SA_RESTART;
     }
     act
-}
-
-/// `sigaction(signo, new, &old)`; `new == None` only queries.
-pub(super) fn sigaction(
-    signo: c_int,
-    new: Option<&libc::sigaction>,
-) -> Result<libc::sigaction, Errno> {
-    let mut old = zeroed_action();
-    let new_ptr = new.map_or(std::ptr::null(), |a| a as *const libc::sigaction);
-    // SAFETY: `new_ptr` is null or points to a live `sigaction` borrowed for the call, which
-    // the C library only reads; `old` is a live local the call only writes. Neither pointer is
-    // kept.
-    let rc = unsafe { libc::sigaction(signo, new_ptr, &mut old) };
-    if rc == 0 { Ok(old) } else { Err(Errno::last()) }
 }
 
 /// Installs `on_signal` for `signo` (its flags recomputed). If the disposition it replaced

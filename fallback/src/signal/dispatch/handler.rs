@@ -1,8 +1,9 @@
 //! The async-signal handler, `on_signal`: the only code of the dispatch that runs in signal
 //! context (with the fork child handler). It counts a delivery, rings the doorbell, and
 //! either swallows the signal (NOMASK, its queue still open) or delivers it as the program's
-//! saved disposition says. Async-signal-safe only: atomics, raw system calls, the `sigset_t`
-//! functions. Unsafe code: see the dispatch module's `# Safety`.
+//! saved disposition says. Async-signal-safe only: atomics and the wrappers of
+//! `crate::sys::async_safe` (raw system calls, the `sigset_t` functions, `errno`). Unsafe
+//! code: see the dispatch module's `# Safety`.
 
 use super::*;
 
@@ -23,9 +24,7 @@ pub(super) extern "C" fn on_signal(signo: c_int, info: *mut libc::siginfo_t, ctx
     if super::super::safecopy::fixup(signo, info, ctx) {
         return;
     }
-    let errno = errno_ptr();
-    // SAFETY: `errno` is this thread's errno location, valid for the thread's life.
-    let saved_errno = unsafe { *errno };
+    let saved_errno = async_safe::errno();
     let Some(slot) = usize::try_from(signo).ok().and_then(|s| SIGNALS.get(s)) else {
         return;
     };
@@ -33,21 +32,18 @@ pub(super) extern "C" fn on_signal(signo: c_int, info: *mut libc::siginfo_t, ctx
     slot.delivered.fetch_add(1, SeqCst);
     let bell = DOORBELL.load(SeqCst);
     if bell >= 0 {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live local to the doorbell eventfd, which is never
-        // closed (only replaced atomically by `dup3` in a fork child). A failure (EAGAIN on a
-        // saturated counter) only loses a wake-up.
-        unsafe { libc::write(bell, (&raw const one).cast(), 8) };
+        // The doorbell eventfd is never closed (only replaced atomically by `dup3` in a fork
+        // child). A failure (EAGAIN on a saturated counter) only loses a wake-up.
+        async_safe::eventfd_signal(bell);
     }
     let swallow =
         slot.nomask.load(SeqCst) > 0 && !is_fault(signo, info) && nomask_in_force(signo, slot);
     if !swallow {
-        // SAFETY: as above; restore before running the program's handler.
-        unsafe { *errno = saved_errno };
+        // Restored before running the program's handler.
+        async_safe::set_errno(saved_errno);
         deliver_as_usual(signo, slot, info, ctx);
     }
-    // SAFETY: as above.
-    unsafe { *errno = saved_errno };
+    async_safe::set_errno(saved_errno);
 }
 
 /// Does what the saved disposition of `signo` says (module documentation, "Delivered as
@@ -108,14 +104,10 @@ pub(super) fn default_action_now(signo: c_int, slot: &Slot) {
     }
     // Terminate, core or stop: let the kernel do it, with the real disposition.
     let _ = sigaction(signo, Some(&zeroed_action()));
-    let mut set = empty_set();
-    // SAFETY: `set` is a valid local `sigset_t`; `sigaddset`, `pthread_sigmask` and `raise`
-    // only read it or take no pointer, and all three are async-signal-safe.
-    unsafe {
-        libc::sigaddset(&mut set, signo);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-        libc::raise(signo);
-    }
+    let mut set = async_safe::sigemptyset();
+    async_safe::sigaddset(&mut set, signo);
+    let _ = async_safe::pthread_sigmask(libc::SIG_UNBLOCK, Some(&set));
+    async_safe::raise(signo);
     // Still alive: continued after a stop, or the kernel discarded the signal.
     if slot.watchers.load(SeqCst) > 0 {
         let _ = sigaction(signo, Some(&our_action(slot)));

@@ -1,8 +1,9 @@
 //! Process-wide routing of signals to SIGNAL kevents (spec section 5, D8, D11).
 //!
-//! This file holds the registry (one `Slot` per signal number), its lock and the doorbell, and
-//! the API ([`watch`], [`unwatch`], [`delivered`], [`doorbell_fd`]); one file per other
-//! responsibility: `owners` (which queue a NOMASK watcher belongs to, and the open check),
+//! This file holds the registry (one `Slot` per signal number), its lock and the doorbell
+//! ([`delivered`], [`doorbell_fd`]); one file per other responsibility: `watchers` (the
+//! watch counts: [`watch`], [`unwatch`], the library's own hold of `SIGSEGV`/`SIGBUS`),
+//! `owners` (which queue a NOMASK watcher belongs to, and the open check),
 //! `disposition` (saving, restoring and installing dispositions; the `sigaction` helpers),
 //! `handler` (`on_signal`, the only code here that runs in signal context besides the fork
 //! child handler) and `atfork` (this module's part of `fork()`, called by `crate::fork`).
@@ -168,26 +169,30 @@
 //!
 //! # Safety
 //!
-//! Unsafe code here calls libc (`sigaction`, `pthread_sigmask`, `raise`, `write`, `eventfd`,
-//! `dup3`, `close`, the `sigset_t` functions), always with pointers to live
-//! locals or statics, and converts a saved handler address back into a function pointer: that
+//! The system calls (`sigaction`, `pthread_sigmask`, `raise`, `write`, `eventfd`, `dup3`,
+//! `close`, `epoll_ctl`, the `sigset_t` functions) are `crate::sys::async_safe`'s wrappers.
+//! Unsafe code here zeroes plain C structs, follows the owner table's leaked chunks, and
+//! converts a saved handler address back into a function pointer: that
 //! address was read by `sigaction` from the kernel and is neither `SIG_DFL` nor `SIG_IGN`, so
 //! it is a handler some code of this process installed, with the signature its `SA_SIGINFO`
 //! bit announces. Everything `on_signal` and the atfork child handler do is
-//! async-signal-safe: atomics, raw system calls and the `sigset_t` functions, no allocation, no
-//! lock; `errno` is saved and restored around them.
+//! async-signal-safe: atomics and `crate::sys::async_safe` (raw system calls, the `sigset_t`
+//! functions), no allocation, no lock; `errno` is saved and restored around them.
 #![allow(unsafe_code)]
 
 mod atfork;
 mod disposition;
 mod handler;
 mod owners;
+mod watchers;
 
 pub(crate) use atfork::{fork_child, fork_parent, fork_prepare};
 use disposition::*;
 use handler::*;
 pub use owners::Owner;
 use owners::*;
+pub(crate) use watchers::{faults_held, hold_faults};
+pub use watchers::{unwatch, unwatch_for, watch, watch_for};
 
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_int, c_void};
@@ -197,6 +202,8 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use kevent_sys::Errno;
+
+use crate::sys::async_safe::{self, sigaction};
 
 /// Slots for signal numbers `0..SLOTS`: 128 covers `_NSIG - 1` of every Linux architecture
 /// (64 on most, 128 on MIPS). Slot 0 is never used.
@@ -300,190 +307,6 @@ fn ensure_atfork() -> Result<(), Errno> {
     crate::fork::install()
 }
 
-/// Starts reporting deliveries of `signo`; one call per SIGNAL kevent, `nomask` = its
-/// `KEVENT_SIGNAL_NOMASK` bit. A NOMASK watcher made here belongs to no queue and swallows
-/// the signal until its [`unwatch`]; the engine uses [`watch_for`].
-///
-/// Reference-counted per `(signo, nomask)`. The first watch of `signo` saves its current
-/// disposition and installs `on_signal`; the first NOMASK watch makes deliveries
-/// invisible to the program until the last NOMASK [`unwatch`]. Creates the doorbell
-/// ([`doorbell_fd`]) if needed.
-///
-/// # Errors
-///
-/// * `EINVAL`: `signo` is 0, negative, above `SIGRTMAX()`, `SIGKILL`, `SIGSTOP` or reserved
-///   by the C library (32 up to below `SIGRTMIN()`);
-/// * `EMFILE`, `ENFILE`, `ENOMEM`: creating the doorbell or registering the fork handlers
-///   failed;
-/// * `EOVERFLOW`: 2^32 - 1 watchers of one signal already;
-/// * whatever `sigaction` reports.
-///
-/// On error nothing changed.
-pub fn watch(signo: i32, nomask: bool) -> Result<(), Errno> {
-    watch_for(signo, nomask, None)
-}
-
-/// [`watch`] for a SIGNAL kevent of the queue `owner`: a NOMASK watcher swallows the signal
-/// only while that queue's fd is open. `on_signal` checks it at each delivery (one
-/// `epoll_ctl` per queue holding a NOMASK kevent for the signal), so the first delivery after
-/// the queue fd was closed already reaches the program's handler or default action, whenever
-/// the engine then notices the close and releases the kevent (decision P17).
-///
-/// # Errors
-///
-/// As [`watch`].
-pub fn watch_for(signo: i32, nomask: bool, owner: Option<Owner>) -> Result<(), Errno> {
-    let s = check_signo(signo)?;
-    ensure_atfork()?;
-    let _critical = Critical::enter();
-    ensure_doorbell()?;
-    let slot = &SIGNALS[s];
-    let total = slot.watchers.load(Relaxed);
-    let nm = slot.nomask.load(Relaxed);
-    let unowned = slot.unowned.load(Relaxed);
-    let new_total = total.checked_add(1).ok_or(Errno::EOVERFLOW)?;
-    let new_nm = if nomask {
-        nm.checked_add(1).ok_or(Errno::EOVERFLOW)?
-    } else {
-        nm
-    };
-    let new_unowned = if nomask && owner.is_none() {
-        unowned.checked_add(1).ok_or(Errno::EOVERFLOW)?
-    } else {
-        unowned
-    };
-    // Before the counts: the handler never sees a NOMASK count whose owner is missing.
-    if let (true, Some(o)) = (nomask, owner) {
-        owner_add(signo, o)?;
-    }
-    let undo_owner = || {
-        if let (true, Some(o)) = (nomask, owner) {
-            owner_remove(signo, o);
-        }
-    };
-    if total == 0 {
-        // Publication order: saved disposition, then counts, then the handler (module docs).
-        let old = match sigaction(signo, None) {
-            Ok(old) => old,
-            Err(e) => {
-                undo_owner();
-                return Err(e);
-            }
-        };
-        save(slot, &old);
-        slot.unowned.store(new_unowned, SeqCst);
-        slot.nomask.store(new_nm, SeqCst);
-        slot.watchers.store(new_total, SeqCst);
-        if let Err(e) = install(signo, slot) {
-            slot.nomask.store(0, SeqCst);
-            slot.unowned.store(0, SeqCst);
-            slot.watchers.store(0, SeqCst);
-            undo_owner();
-            return Err(e);
-        }
-    } else {
-        slot.unowned.store(new_unowned, SeqCst);
-        slot.nomask.store(new_nm, SeqCst);
-        slot.watchers.store(new_total, SeqCst);
-        if nomask && nm == 0 {
-            // First NOMASK watcher: SA_RESTART may now be needed.
-            if let Err(e) = install(signo, slot) {
-                slot.nomask.store(nm, SeqCst);
-                slot.unowned.store(unowned, SeqCst);
-                slot.watchers.store(total, SeqCst);
-                undo_owner();
-                return Err(e);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Undoes one successful [`watch`]`(signo, nomask)`. The last unwatch of `signo` restores the
-/// saved disposition (unless the program replaced `on_signal` since: then its disposition
-/// stays). An unwatch without a matching watch, or of an invalid signal, does nothing.
-pub fn unwatch(signo: i32, nomask: bool) {
-    unwatch_for(signo, nomask, None);
-}
-
-/// Undoes one successful [`watch_for`]`(signo, nomask, owner)`, as [`unwatch`] does.
-pub fn unwatch_for(signo: i32, nomask: bool, owner: Option<Owner>) {
-    let Ok(s) = check_signo(signo) else { return };
-    let _critical = Critical::enter();
-    let slot = &SIGNALS[s];
-    let total = slot.watchers.load(Relaxed);
-    let nm = slot.nomask.load(Relaxed);
-    let unowned = slot.unowned.load(Relaxed);
-    let held = u32::from(slot.held.load(Relaxed));
-    if total <= held || (nomask && nm == 0) || (nomask && owner.is_none() && unowned == 0) {
-        return;
-    }
-    if nomask {
-        match owner {
-            Some(o) => owner_remove(signo, o),
-            None => slot.unowned.store(unowned - 1, SeqCst),
-        }
-        slot.nomask.store(nm - 1, SeqCst);
-    }
-    if total == 1 {
-        restore_if_ours(signo, slot);
-        slot.watchers.store(0, SeqCst);
-    } else {
-        slot.watchers.store(total - 1, SeqCst);
-        if nomask && nm == 1 {
-            // Last NOMASK watcher gone: SA_RESTART follows the saved handler again. On failure
-            // the previous flags stay, which only affects EINTR for the program's handler.
-            let _ = install(signo, slot);
-        }
-    }
-}
-
-/// Installs `on_signal` for `SIGSEGV` and `SIGBUS` for good (the library's own watcher, never
-/// unwatched), so that a fault in [`super::safecopy`]'s copy routine becomes an error return.
-/// Every other fault goes, as with any watched signal, to the disposition saved when
-/// `on_signal` was installed (module docs: "Delivered as usual"). Idempotent.
-///
-/// # Errors
-///
-/// What `sigaction` or `pthread_atfork` report; then the signal that failed is not held.
-pub(crate) fn hold_faults() -> Result<(), Errno> {
-    ensure_atfork()?;
-    let _critical = Critical::enter();
-    for signo in [libc::SIGSEGV, libc::SIGBUS] {
-        let slot = &SIGNALS[signo as usize];
-        if slot.held.load(Relaxed) {
-            continue;
-        }
-        let total = slot.watchers.load(Relaxed);
-        let new_total = total.checked_add(1).ok_or(Errno::EOVERFLOW)?;
-        if total == 0 {
-            let old = sigaction(signo, None)?;
-            save(slot, &old);
-            slot.watchers.store(new_total, SeqCst);
-            slot.held.store(true, SeqCst);
-            if let Err(e) = install(signo, slot) {
-                slot.held.store(false, SeqCst);
-                slot.watchers.store(0, SeqCst);
-                return Err(e);
-            }
-        } else {
-            slot.watchers.store(new_total, SeqCst);
-            slot.held.store(true, SeqCst);
-        }
-    }
-    Ok(())
-}
-
-/// Whether [`hold_faults`] succeeded and `on_signal` still is the disposition of `SIGSEGV`
-/// and `SIGBUS` (a program that installs its own handler afterwards replaces it; the library
-/// never takes the signal back).
-pub(crate) fn faults_held() -> bool {
-    [libc::SIGSEGV, libc::SIGBUS].into_iter().all(|signo| {
-        SIGNALS[signo as usize].held.load(SeqCst)
-            && sigaction(signo, None).is_ok_and(|cur| cur.sa_sigaction == on_signal_addr())
-    })
-}
-
 /// How many deliveries of `signo` `on_signal` has seen since the process started (0 for a
 /// signal never watched or invalid). Monotonic; see the engine contract (D8) in the module
 /// documentation.
@@ -577,16 +400,15 @@ mod tests {
 
     #[test]
     fn mask_round_trip() {
-        let mut set = empty_set();
+        let mut set = async_safe::sigemptyset();
         for s in [1, libc::SIGUSR2, 31, libc::SIGRTMIN(), libc::SIGRTMAX()] {
-            // SAFETY: `set` is a valid local sigset_t.
-            unsafe { libc::sigaddset(&mut set, s) };
+            async_safe::sigaddset(&mut set, s);
         }
         let bits = mask_bits(&set);
         assert_eq!(bits[0] & 1, 1);
         assert_ne!(bits[0] & (1 << (libc::SIGUSR2 - 1)), 0);
         assert_eq!(mask_bits(&mask_set(bits)), bits);
-        assert_eq!(mask_bits(&empty_set()), [0, 0]);
+        assert_eq!(mask_bits(&async_safe::sigemptyset()), [0, 0]);
     }
 
     fn slot_with(handler: usize, flags: c_int, nomask: u32) -> Slot {

@@ -29,7 +29,7 @@ impl Owner {
         // other memory of ours. On a live queue the MOD re-registers what is there.
         // A raw system call (decision P25), as every epoll call of the engine.
         unsafe {
-            crate::sys::raw_epoll_ctl(self.epfd, libc::EPOLL_CTL_MOD, self.wake, &mut ev) == 0
+            async_safe::raw_epoll_ctl(self.epfd, libc::EPOLL_CTL_MOD, self.wake, &mut ev) == 0
         }
     }
 }

@@ -1,0 +1,148 @@
+//! epoll: creating a queue's epoll, registering fds in it, harvesting it. Raw system calls
+//! only (decision P25, see the module `sys`).
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::AtomicU8;
+
+use kevent_sys::Errno;
+
+use super::{async_safe, check, owned};
+
+/// `epoll_create1(EPOLL_CLOEXEC)`: a new queue fd. The first one also probes `epoll_pwait2`
+/// (see [`epoll_wait`]).
+pub(crate) fn epoll_create() -> Result<OwnedFd, Errno> {
+    // SAFETY: no pointer arguments.
+    let ep = owned(
+        unsafe { libc::syscall(libc::SYS_epoll_create1, libc::EPOLL_CLOEXEC) } as libc::c_int,
+    )?;
+    if PWAIT2.load(std::sync::atomic::Ordering::Relaxed) == PWAIT2_UNKNOWN {
+        probe_epoll_pwait2(ep.as_raw_fd());
+    }
+    Ok(ep)
+}
+
+/// `epoll_ctl(epfd, op, fd, {events, token})`.
+pub(crate) fn epoll_ctl(
+    epfd: RawFd,
+    op: libc::c_int,
+    fd: RawFd,
+    events: u32,
+    token: u64,
+) -> Result<(), Errno> {
+    let mut ev = libc::epoll_event { events, u64: token };
+    // SAFETY: `ev` is a valid epoll_event on our stack for the duration of the call.
+    check(unsafe { async_safe::raw_epoll_ctl(epfd, op, fd, &mut ev) }).map(drop)
+}
+
+/// `epoll_pwait2` (Linux 5.11) gives waits nanosecond precision; it is optional. Unknown until
+/// the first queue is created, then usable or not for the rest of the process.
+static PWAIT2: AtomicU8 = AtomicU8::new(PWAIT2_UNKNOWN);
+const PWAIT2_UNKNOWN: u8 = 0;
+const PWAIT2_YES: u8 = 1;
+const PWAIT2_NO: u8 = 2;
+
+/// Probes `epoll_pwait2` once, on a fresh epoll that holds nothing: a zero timeout must return
+/// 0 events. Any other answer (`ENOSYS` on an old kernel, `EPERM` or any other errno from a
+/// seccomp policy, a count) means: never use it, wait with `epoll_wait` (millisecond
+/// timeouts, rounded up).
+fn probe_epoll_pwait2(empty_epoll: RawFd) {
+    let mut ev = MaybeUninit::<libc::epoll_event>::uninit();
+    let zero = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ev` is valid for writes of one epoll_event; `zero` lives across the call; the
+    // sigmask is null (none).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_epoll_pwait2,
+            empty_epoll,
+            ev.as_mut_ptr(),
+            1,
+            &zero as *const libc::timespec,
+            std::ptr::null::<libc::sigset_t>(),
+            0usize,
+        )
+    };
+    let verdict = if r == 0 { PWAIT2_YES } else { PWAIT2_NO };
+    PWAIT2.store(verdict, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Waits for events on `epfd` for at most `timeout_ns` (0: do not block) and returns the
+/// initialised prefix of `buf`. `EINTR` is reported as zero events (a wait interrupted by a
+/// signal handler returns what is ready, spec section 3).
+///
+/// Blocking waits use `epoll_pwait2` for nanosecond precision when the probe found it usable;
+/// otherwise `epoll_wait` with the timeout rounded *up* to whole milliseconds (never early).
+/// If `epoll_pwait2` fails where `epoll_wait` then succeeds (a seccomp filter installed after
+/// the probe), it is never used again.
+pub(crate) fn epoll_wait(
+    epfd: RawFd,
+    buf: &mut [MaybeUninit<libc::epoll_event>],
+    timeout_ns: u64,
+) -> Result<&[libc::epoll_event], Errno> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let max = buf.len().min(libc::c_int::MAX as usize) as libc::c_int;
+    let ptr = buf.as_mut_ptr().cast::<libc::epoll_event>();
+    let plain = |ms: libc::c_int| {
+        // SAFETY: `ptr` is valid for writes of `max` epoll_events (the slice's length); the
+        // sigmask is null (none), which makes `epoll_pwait` the plain `epoll_wait` (P25: a
+        // raw system call, not libc's interposable wrapper).
+        unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait,
+                epfd,
+                ptr,
+                max,
+                ms,
+                std::ptr::null::<libc::sigset_t>(),
+                0usize,
+            ) as libc::c_int
+        }
+    };
+    let ret = if timeout_ns == 0 {
+        plain(0)
+    } else if PWAIT2.load(Relaxed) == PWAIT2_YES {
+        let ts = crate::timer::ns_to_timespec(timeout_ns);
+        // SAFETY: `ptr` as above; `ts` lives across the call; the sigmask is null (none).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait2,
+                epfd,
+                ptr,
+                max,
+                &ts as *const libc::timespec,
+                std::ptr::null::<libc::sigset_t>(),
+                0usize,
+            )
+        } as libc::c_int;
+        if r < 0 && Errno::last() != Errno::EINTR {
+            // Real errors (EBADF, EINVAL: the queue fd) are epoll_wait's too; anything else is
+            // the syscall being refused. Ask epoll_wait without blocking: if that works, the
+            // failure was epoll_pwait2's own, and what it returns (possibly nothing, which
+            // the waiting loop treats as an early wake-up) is this wait's result.
+            let e = Errno::last();
+            let retry = plain(0);
+            if retry >= 0 {
+                PWAIT2.store(PWAIT2_NO, Relaxed);
+                retry
+            } else {
+                // Restores the errno epoll_pwait2 set, for `check` below.
+                async_safe::set_errno(e.raw());
+                r
+            }
+        } else {
+            r
+        }
+    } else {
+        plain(timeout_ns.div_ceil(1_000_000).min(libc::c_int::MAX as u64) as libc::c_int)
+    };
+    let n = match check(ret) {
+        Ok(n) => n as usize,
+        Err(Errno::EINTR) => 0,
+        Err(e) => return Err(e),
+    };
+    // SAFETY: the kernel initialised the first `n <= max` entries.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, n) })
+}
