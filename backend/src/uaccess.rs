@@ -1029,7 +1029,7 @@ mod tests {
     }
 
     /// What the copies cost. Run with
-    /// `cargo test --release -p kevent-c --lib uaccess_cost -- --ignored --nocapture`.
+    /// `cargo test --release -p kevent-backend --lib uaccess_cost -- --ignored --nocapture`.
     #[test]
     #[ignore = "a measurement; prints ns per copy"]
     fn uaccess_cost() {

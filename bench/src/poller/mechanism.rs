@@ -106,7 +106,8 @@ pub(super) enum Poller {
     },
 }
 
-const MAX_A: usize = 256;
+/// The most active descriptors a round may have (the wait buffers' size).
+pub(super) const MAX_A: usize = 256;
 
 impl Poller {
     pub(super) fn build(m: Mech, s: &Sockets, backends: &[Backend]) -> Poller {

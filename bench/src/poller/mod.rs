@@ -194,3 +194,75 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
         machine,
     )
 }
+
+/// The `poller-rounds MECH N A ROUNDS` subcommand: `ROUNDS` rounds of one mechanism alone,
+/// on the process's backend (`KEVENT_BACKEND`), N unix-dgram descriptors watched and A active,
+/// as a workload to profile (`valgrind --tool=callgrind`, `perf record`). It prints one
+/// absolute figure, this run's µs per round, with no baseline: comparisons are what
+/// `kevent-bench poller` is for.
+pub fn rounds_command(args: &[String]) -> std::io::Result<u8> {
+    let usage = || {
+        eprintln!(
+            "usage: kevent-bench poller-rounds \
+             select|poll|epoll|get_events|ring|ring-batched|c-get_events|c-ring N A ROUNDS"
+        );
+        Ok(2)
+    };
+    let [mech, n, a, rounds] = args else {
+        return usage();
+    };
+    let (Ok(n), Ok(a), Ok(rounds)) = (
+        n.parse::<usize>(),
+        a.parse::<usize>(),
+        rounds.parse::<u64>(),
+    ) else {
+        return usage();
+    };
+    if a == 0 || a > n || a > mechanism::MAX_A {
+        eprintln!(
+            "kevent-bench: A must be 1..={} and at most N",
+            mechanism::MAX_A
+        );
+        return Ok(2);
+    }
+    let backend = match Backend::current() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("kevent-bench: {e}");
+            return Ok(1);
+        }
+    };
+    let m = match mech.as_str() {
+        "select" => Mech::Select,
+        "poll" => Mech::Poll,
+        "epoll" => Mech::Epoll,
+        "get_events" => Mech::KeventGet(0),
+        "ring" => Mech::KeventRing(0, false),
+        "ring-batched" => Mech::KeventRing(0, true),
+        "c-get_events" => Mech::CGet(0),
+        "c-ring" => Mech::CRing(0),
+        _ => return usage(),
+    };
+    os::raise_fd_limit();
+    let socks = Sockets::new(Transport::UnixDgram, n)?;
+    let max_fd = socks.watched.iter().map(AsRawFd::as_raw_fd).max();
+    if m == Mech::Select && max_fd.unwrap_or(0) >= libc::FD_SETSIZE as RawFd {
+        eprintln!("kevent-bench: select needs every fd below FD_SETSIZE: use a smaller N");
+        return Ok(2);
+    }
+    let backends = [backend];
+    let mut p = Poller::build(m, &socks, &backends);
+    let active: Vec<usize> = (0..a).map(|i| i * (n / a)).collect();
+    let t = os::now_ns();
+    for _ in 0..rounds {
+        p.round(&socks, &active);
+    }
+    let us = (os::now_ns() - t) as f64 / 1e3 / rounds.max(1) as f64;
+    println!(
+        "{rounds} rounds of {}, N={n} watched, A={a} active ({}): {us:.2} µs per round \
+         (absolute: this run's wall time ÷ rounds, no baseline)",
+        m.name(&backends),
+        Transport::UnixDgram.name(),
+    );
+    Ok(0)
+}
