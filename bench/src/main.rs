@@ -14,10 +14,12 @@
 //! their intervals and the command), `DIR/<name>.json` (and `DIR/results.json` for `all`)
 //! and SVG charts for the poller and HTTP results. Progress goes to stderr.
 //!
-//! Modules: [`poller`], [`http`], [`registry`], [`timers`], [`ring`] are the benchmarks;
+//! Modules: [`poller`], [`http`], [`registry`], [`timers`], [`ring`], [`capi`] are the
+//! benchmarks;
 //! [`report`] is the backend report; [`stats`], [`json`], [`svg`] are the output side;
 //! [`os`], [`rawqueue`] and [`machine`] are the measuring side.
 
+pub mod capi;
 pub mod http;
 pub mod json;
 pub mod machine;
@@ -55,18 +57,26 @@ subcommands:
              colliding ids, and epoll_ctl for comparison
   timers     10k/100k/1M periodic timers in one queue: memory, CPU per expiry, lateness
   ring       events/s through get_events vs the ring, and syscalls per event
+  capi       ns per call through libkevent's exported C functions ÷ the Rust dispatch they
+             wrap (the C layer's copies of caller memory), on the process's backend
   all        every benchmark above (http last)
   serve epoll|kevent|safe PORT SECONDS
              run one HTTP server alone on 127.0.0.1:PORT (to profile it under your own load)
   loadgen PORT CONNS keep-alive|close WARMUP_MS WINDOW_MS
              the built-in load generator alone against 127.0.0.1:PORT
+  poller-rounds select|poll|epoll|get_events|ring|ring-batched|c-get_events|c-ring N A ROUNDS
+             ROUNDS poller rounds of one mechanism alone, on the process's backend (a workload
+             to profile under callgrind or perf; prints its µs per round, no baseline)
+  timer-memory fallback|native N
+             RSS growth in bytes of a fresh process that adds N timers to one queue (the
+             probe behind the timers table's bytes/timer)
   help       print this text
 
 options:
   --quick        short settings (`all --quick` takes about two minutes on two cores)
   --out DIR      write report.md, JSON and SVG files into DIR (created if missing)
   --transport T  poller descriptors: unix-dgram (default: N fds) or socketpair (2N fds)
-  --rt           run the single-process benchmarks (poller, registry, timers, ring) at
+  --rt           run the single-process benchmarks (all but http) at
                  SCHED_FIFO priority 1 on their pinned CPU (root; needs two CPUs), so that
                  other processes on a shared machine cannot take time slices from them
 
@@ -152,16 +162,19 @@ fn main() -> ExitCode {
     let result = match cmd {
         "report" | "backend" if rest.is_empty() => report::report(stdout, detect::current()),
         "help" | "-h" | "--help" => stdout.write_all(USAGE.as_bytes()).map(|()| 0),
-        "poller" | "http" | "registry" | "timers" | "ring" | "all" => match parse_opts(rest) {
-            Ok(opts) => bench(stdout, cmd, &opts),
-            Err(e) => {
-                eprintln!("kevent-bench: {e}\n\n{USAGE}");
-                Ok(2)
+        "poller" | "http" | "registry" | "timers" | "ring" | "capi" | "all" => {
+            match parse_opts(rest) {
+                Ok(opts) => bench(stdout, cmd, &opts),
+                Err(e) => {
+                    eprintln!("kevent-bench: {e}\n\n{USAGE}");
+                    Ok(2)
+                }
             }
-        },
+        }
         "ring-syscalls" => ring::syscall_child(rest).map(|()| 0),
         "loadgen" => http::loadgen::child_main(rest),
         "serve" => http::serve_command(rest),
+        "poller-rounds" => poller::rounds_command(rest),
         "timer-memory" => timers::memory_child(rest).map(|()| 0),
         _ => {
             eprintln!("kevent-bench: unknown arguments {args:?}\n\n{USAGE}");
@@ -186,12 +199,13 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
         // as softirqs for a minute, and this kernel charges softirq time to whichever thread
         // they interrupt (no CONFIG_IRQ_TIME_ACCOUNTING): the single-process benchmarks'
         // per-call CPU times and lateness would carry it.
-        "all" => &["poller", "registry", "timers", "ring", "http"],
+        "all" => &["poller", "registry", "timers", "ring", "capi", "http"],
         one => std::slice::from_ref(match one {
             "poller" => &"poller",
             "http" => &"http",
             "registry" => &"registry",
             "timers" => &"timers",
+            "capi" => &"capi",
             _ => &"ring",
         }),
     };
@@ -266,6 +280,7 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
             "http" => http::run(opts, &machine),
             "registry" => registry::run(opts, &machine),
             "timers" => timers::run(opts, &machine),
+            "capi" => capi::run(opts, &machine),
             _ => ring::run(opts, &machine),
         };
         if rt {
@@ -369,7 +384,7 @@ fn pinning_note(cpus: &[usize], rt: bool) -> String {
         [] | [_] => "one CPU available: nothing pinned (server and load generator share it)".into(),
         [first, .., last] => format!(
             "{} CPUs used ({cpus:?}). Single-process benchmarks (poller, registry, timers, \
-             ring) run pinned to CPU {last}{}; http pins the server thread (and nginx) to CPU \
+             ring, capi) run pinned to CPU {last}{}; http pins the server thread (and nginx) to CPU \
              {first} and the load generator (a child process) to CPU {last}",
             cpus.len(),
             if rt {

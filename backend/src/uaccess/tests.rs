@@ -314,7 +314,7 @@ fn ns_per(iters: u32, mut f: impl FnMut()) -> f64 {
 }
 
 /// What the copies cost. Run with
-/// `cargo test --release -p kevent-c --lib uaccess_cost -- --ignored --nocapture`.
+/// `cargo test --release -p kevent-backend --lib uaccess_cost -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement; prints ns per copy"]
 fn uaccess_cost() {

@@ -1,0 +1,377 @@
+//! The HTTP benchmark's report: req/s and ratio tables per load, the notes, the JSON, the
+//! charts and the headline rows.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use super::Server;
+use super::load::{Load, RunResult};
+use super::server::{Flavour, ServerStats};
+use crate::json::Json;
+use crate::stats::{Interval, RATIO_LEGEND};
+use crate::svg::BarChart;
+use crate::{Section, SummaryRow};
+
+/// What the report is made from.
+pub(super) struct ReportCtx<'a> {
+    pub(super) servers: &'a [Server],
+    pub(super) loads: &'a [Load],
+    pub(super) runs: &'a [Vec<Vec<Option<RunResult>>>],
+    pub(super) server_cpu: Option<usize>,
+    pub(super) client_cpu: Option<usize>,
+    pub(super) somaxconn: &'a str,
+    pub(super) nginx: Option<(PathBuf, String)>,
+    pub(super) nginx_errors: String,
+}
+
+impl ReportCtx<'_> {
+    fn rps(&self, li: usize, si: usize) -> Vec<f64> {
+        self.runs[li][si].iter().flatten().map(|r| r.rps).collect()
+    }
+
+    /// What server `si` is compared with: the same outside server on epoll for one under
+    /// the shim, the epoll server (server 0) for every other.
+    fn base(&self, si: usize) -> usize {
+        match self.servers[si] {
+            Server::External { kind, shim: true } => self
+                .servers
+                .iter()
+                .position(|&s| s == Server::External { kind, shim: false })
+                .unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// Ratios of server `si` to its base ([`ReportCtx::base`]), run by run within each round.
+    fn ratios(&self, li: usize, si: usize) -> Vec<f64> {
+        self.runs[li][si]
+            .iter()
+            .zip(&self.runs[li][self.base(si)])
+            .filter_map(|(a, e)| match (a, e) {
+                (Some(a), Some(e)) if e.rps > 0.0 => Some(a.rps / e.rps),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// One Markdown table of req/s and ratios for the loads `which`.
+    fn table(&self, md: &mut String, which: &[usize]) {
+        let mut header = "| load |".to_owned();
+        let mut rule = "|---|".to_owned();
+        for s in self.servers {
+            let _ = write!(header, " {} req/s |", s.name());
+            rule.push_str("---|");
+        }
+        for si in 1..self.servers.len() {
+            let base = short_server(self.servers[self.base(si)]);
+            let _ = write!(header, " {} ÷ {base} |", self.servers[si].name());
+            rule.push_str("---|");
+        }
+        let _ = writeln!(md, "{header}\n{rule}");
+        for &li in which {
+            let mut row = format!("| `{}` |", self.loads[li].label());
+            for si in 0..self.servers.len() {
+                let cell = Interval::of(&self.rps(li, si)).map_or("–".into(), |i| i.cell(0));
+                let _ = write!(row, " {cell} |");
+            }
+            for si in 1..self.servers.len() {
+                let cell =
+                    Interval::of(&self.ratios(li, si)).map_or("–".into(), |i| i.ratio_cell());
+                let _ = write!(row, " {cell} |");
+            }
+            let _ = writeln!(md, "{row}");
+        }
+        md.push('\n');
+    }
+}
+
+pub(super) fn report(
+    ctx: &ReportCtx<'_>,
+    notes: &[String],
+    failures: &[String],
+    rounds: usize,
+    tool_rounds: usize,
+) -> Section {
+    let (servers, loads) = (ctx.servers, ctx.loads);
+    let mut md = format!(
+        "Requests per second: the median over rounds with its 95% bootstrap interval in \
+         brackets. In every round each server runs once, in an order rotated from round to \
+         round ({rounds} rounds for the built-in generator, {tool_rounds} for ab and wrk); a \
+         ratio is taken between the two runs of the same round. {RATIO_LEGEND} Server: one \
+         thread{}; response `200 OK`, 13-byte body. Built-in generator (`kevent-bench \
+         loadgen`): a closed loop of N connections on epoll, keep-alive (HTTP/1.1) or a \
+         connection per request (HTTP/1.0, server closes), counting only complete `200` \
+         responses inside the window after a warm-up; ab speaks HTTP/1.0 without keep-alive, \
+         wrk HTTP/1.1 keep-alive. Servers: raw `epoll`; `kevent raw`, the ABI calls through \
+         `kevent_backend::Backend`, registering the sockets accepted in one wait with one ADD and \
+         unregistering those closed with one REMOVE; `kevent safe API`, `kevent::Queue` with \
+         one `Registration<TcpStream>` per connection (`add_all` per wait; dropping a \
+         registration is one REMOVE){}. Listen backlog 65535, capped by \
+         `net.core.somaxconn` = {}.\n\n",
+        match (ctx.server_cpu, ctx.client_cpu) {
+            (Some(s), Some(c)) =>
+                format!(" pinned to CPU {s}, the load generator (a child process) to CPU {c}"),
+            _ => ", not pinned (one CPU)".into(),
+        },
+        match &ctx.nginx {
+            Some((bin, v)) => format!(
+                "; `nginx`: {v} (`{}`), master and one worker pinned like the servers, \
+                 `return 200`, keep-alive, `keepalive_requests` 10^9, no access log",
+                bin.display()
+            ),
+            None => String::new(),
+        },
+        ctx.somaxconn
+    );
+    for n in notes {
+        let _ = writeln!(md, "* {n}");
+    }
+    if !notes.is_empty() {
+        md.push('\n');
+    }
+    let builtin: Vec<usize> = (0..loads.len())
+        .filter(|&li| loads[li].tool() == "kevent-bench")
+        .collect();
+    let tools: Vec<usize> = (0..loads.len())
+        .filter(|&li| loads[li].tool() != "kevent-bench")
+        .collect();
+    let _ = writeln!(md, "#### Built-in load generator\n");
+    ctx.table(&mut md, &builtin);
+    if !tools.is_empty() {
+        let _ = writeln!(md, "#### ab and wrk\n");
+        ctx.table(&mut md, &tools);
+    }
+    // Where the syscalls go: waits and control calls per 1000 requests, and errors.
+    let _ = writeln!(
+        md,
+        "Server-side counts, summed over the runs: waits and control calls (`epoll_ctl` / \
+         `kevent_ctl`) per 1000 responses (in-process servers only), and what the load \
+         generator counted as errors and as responses other than 200.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| load | server | responses | waits/1000 | ctl calls/1000 | errors | non-200 |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    for (li, load) in loads.iter().enumerate() {
+        for (si, s) in servers.iter().enumerate() {
+            let rs: Vec<&RunResult> = ctx.runs[li][si].iter().flatten().collect();
+            let st: Vec<ServerStats> = rs.iter().filter_map(|r| r.server).collect();
+            let req: u64 = st.iter().map(|s| s.requests).sum();
+            let waits: u64 = st.iter().map(|s| s.waits).sum();
+            let ctls: u64 = st.iter().map(|s| s.ctls).sum();
+            let errs: u64 = rs.iter().map(|r| r.errors).sum();
+            let non200: u64 = rs.iter().map(|r| r.non_200).sum();
+            let per = |x: u64| {
+                if req == 0 {
+                    "–".into()
+                } else {
+                    format!("{:.1}", x as f64 * 1000.0 / req as f64)
+                }
+            };
+            let responses = if st.is_empty() {
+                "–".to_owned()
+            } else {
+                req.to_string()
+            };
+            let _ = writeln!(
+                md,
+                "| `{}` | {} | {responses} | {} | {} | {errs} | {non200} |",
+                load.short(),
+                s.name(),
+                per(waits),
+                per(ctls)
+            );
+        }
+    }
+    for f in failures {
+        let _ = writeln!(md, "\n* failed run: {f}");
+    }
+    if !ctx.nginx_errors.trim().is_empty() {
+        let _ = writeln!(
+            md,
+            "\n* outside servers' error logs: `{}`",
+            ctx.nginx_errors.trim().replace('\n', " / ")
+        );
+    }
+    md.push('\n');
+    // Charts: req/s by concurrency per server with the intervals as error bars.
+    let chart = |which: &[usize], title: &str| BarChart {
+        title: title.into(),
+        y_label: "requests per second".into(),
+        groups: which.iter().map(|&li| loads[li].short()).collect(),
+        series: servers
+            .iter()
+            .enumerate()
+            .map(|(si, s)| {
+                (
+                    s.name(),
+                    which
+                        .iter()
+                        .map(|&li| Interval::of(&ctx.rps(li, si)).map(|i| (i.median, i.lo, i.hi)))
+                        .collect(),
+                )
+            })
+            .collect(),
+    };
+    let mut charts = vec![];
+    if !builtin.is_empty() {
+        charts.push((
+            "http.svg".to_owned(),
+            chart(
+                &builtin,
+                "HTTP: requests/s by concurrency (median; bars: 95% bootstrap interval)",
+            )
+            .render(),
+        ));
+    }
+    if !tools.is_empty() {
+        charts.push((
+            "http-tools.svg".to_owned(),
+            chart(
+                &tools,
+                "HTTP under ab and wrk: requests/s (median; 95% interval)",
+            )
+            .render(),
+        ));
+    }
+    // Every ratio to epoll under the built-in generator, as intervals around 1.0.
+    let mut forest = vec![];
+    for &li in &builtin {
+        for (si, &s) in servers.iter().enumerate().skip(1) {
+            if let Some(i) = Interval::of(&ctx.ratios(li, si)) {
+                forest.push((
+                    format!("{}: {}", loads[li].short(), short_server(s)),
+                    si,
+                    (i.median, i.lo, i.hi),
+                ));
+            }
+        }
+    }
+    if !forest.is_empty() {
+        charts.push((
+            "http-ratios.svg".to_owned(),
+            crate::svg::ForestChart {
+                title: "HTTP: req/s ÷ epoll, median with 95% bootstrap interval".into(),
+                x_label: "ratio to the epoll server in the same round (1.0: no difference)".into(),
+                rows: forest,
+            }
+            .render(),
+        ));
+    }
+    // The summary: every ratio to epoll under the built-in generator.
+    let mut summary = vec![];
+    for &li in &builtin {
+        let parts: Vec<String> = (1..servers.len())
+            .filter_map(|si| {
+                Interval::of(&ctx.ratios(li, si)).map(|i| {
+                    format!(
+                        "{}{} {} ({})",
+                        short_server(servers[si]),
+                        match ctx.base(si) {
+                            0 => String::new(),
+                            b => format!(" ÷ {}", short_server(servers[b])),
+                        },
+                        i.cell(2),
+                        i.verdict("faster", "slower")
+                    )
+                })
+            })
+            .collect();
+        summary.push(SummaryRow {
+            what: format!("HTTP {}: req/s ÷ epoll", loads[li].short()),
+            target: "kevent ≥ 1.0× epoll".into(),
+            result: if parts.is_empty() {
+                "not measured".into()
+            } else {
+                parts.join("; ")
+            },
+        });
+    }
+    let json_loads: Vec<Json> = loads
+        .iter()
+        .enumerate()
+        .map(|(li, load)| {
+            Json::obj([
+                ("load", Json::from(load.label())),
+                ("key", Json::from(load.key())),
+                ("tool", Json::from(load.tool())),
+                (
+                    "ratios_over_epoll",
+                    Json::obj((1..servers.len()).map(|si| {
+                        (
+                            servers[si].key(),
+                            Interval::of(&ctx.ratios(li, si)).map_or(Json::Null, |i| i.json()),
+                        )
+                    })),
+                ),
+                (
+                    "results",
+                    Json::obj(servers.iter().enumerate().map(|(si, s)| {
+                        (
+                            s.key(),
+                            Json::obj([
+                                (
+                                    "rps",
+                                    Interval::of(&ctx.rps(li, si)).map_or(Json::Null, |i| i.json()),
+                                ),
+                                (
+                                    "runs",
+                                    Json::arr(ctx.runs[li][si].iter().map(|r| match r {
+                                        None => Json::Null,
+                                        Some(r) => {
+                                            let mut o = Json::obj([
+                                                ("rps", Json::from(r.rps)),
+                                                ("errors", Json::from(r.errors)),
+                                                ("non_200", Json::from(r.non_200)),
+                                            ]);
+                                            if let Some(st) = r.server {
+                                                o.push("server_requests", Json::from(st.requests));
+                                                o.push("server_accepted", Json::from(st.accepted));
+                                                o.push("server_waits", Json::from(st.waits));
+                                                o.push("server_ctl_calls", Json::from(st.ctls));
+                                            }
+                                            o
+                                        }
+                                    })),
+                                ),
+                            ]),
+                        )
+                    })),
+                ),
+            ])
+        })
+        .collect();
+    Section {
+        name: "http",
+        title: "HTTP: single-threaded servers under load".into(),
+        markdown: md,
+        json: Json::obj([
+            ("rounds", Json::from(rounds)),
+            ("tool_rounds", Json::from(tool_rounds)),
+            (
+                "nginx",
+                ctx.nginx
+                    .as_ref()
+                    .map_or(Json::Null, |(_, v)| Json::from(v.as_str())),
+            ),
+            ("loads", Json::Arr(json_loads)),
+            (
+                "failures",
+                Json::arr(failures.iter().map(|f| Json::from(f.as_str()))),
+            ),
+        ]),
+        charts,
+        summary,
+    }
+}
+
+fn short_server(s: Server) -> String {
+    match s {
+        Server::InProcess(Flavour::Epoll) => "epoll".into(),
+        Server::InProcess(Flavour::Kevent(b)) => format!("kevent raw ({})", b.as_str()),
+        Server::InProcess(Flavour::Safe(b)) => format!("safe API ({})", b.as_str()),
+        Server::External { kind, shim: false } => kind.name().into(),
+        Server::External { kind, shim: true } => format!("{} kevent", kind.name()),
+    }
+}

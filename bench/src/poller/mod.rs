@@ -1,0 +1,268 @@
+//! The poller benchmark (kqueue's "Poller_bench" shape, issue 6 item 1): N watched
+//! descriptors, A of them active; one round writes one byte to each active descriptor, makes
+//! one wait that returns them, and reads each byte. Reported in microseconds per round.
+//!
+//! Mechanisms: `select` (only while every fd is below `FD_SETSIZE`), `poll`, raw `epoll`
+//! (level-triggered), and for each available kevent backend: `kevent_get_events` and the
+//! ring (`kevent_wait`, read the entries published before `ring_kidx`, `kevent_commit`),
+//! once committing after every wait and once committing when half the ring (512 of 1024
+//! slots) has been read, the batching the ring allows. The same two calls also go through
+//! the C library's exported functions (`kevent_get_events`; the ring with a commit per wait)
+//! on the process's backend: what a C program gets, reported beside the Rust rows with their
+//! C ÷ Rust ratios (issue 11).
+//!
+//! # Transports
+//!
+//! The historic benchmark used N socketpairs (2N fds). With an fd limit of 20000 that stops
+//! below N = 10000, so the default transport is **unix-dgram**: N `AF_UNIX` datagram sockets,
+//! each bound to an abstract address and connected to itself, so that a `write` on the
+//! watched socket makes that same socket readable: N watched sockets cost N fds. (A single
+//! sender that `sendto`s N bound sockets would also cost N + 1 fds, but every `sendto` then
+//! looks the name up in the kernel's fixed 256-bucket abstract-name table, a cost that grows
+//! with N and has nothing to do with the poller.) `--transport socketpair` measures the
+//! historic shape at the N that fit. Columns that do not fit are reported as skipped, and the
+//! largest N that fits (rounded down to a hundred) is measured as an extra column.
+//!
+//! # Method
+//!
+//! For each N, each repetition builds each mechanism's registration in turn (so only one
+//! mechanism's wait queues hang on the sockets while it is timed), and for every A runs a
+//! warm-up and then one timed block of rounds; mechanisms rotate order between repetitions.
+//! A cell is the median (min–max) over repetitions of the block's mean µs per round.
+//!
+//! # Modules
+//!
+//! `transport` makes the watched descriptors; `mechanism` holds each mechanism's
+//! registration and round; this module runs the measurement; `report` turns the samples
+//! into tables, JSON, charts and headline rows.
+
+mod mechanism;
+mod report;
+mod transport;
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, RawFd};
+
+use kevent_backend::Backend;
+
+use crate::machine::Machine;
+use crate::os;
+use crate::{Opts, Section};
+use mechanism::{Mech, Poller};
+use transport::Sockets;
+pub use transport::Transport;
+
+/// Settings of one poller run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Watched descriptor counts.
+    pub ns: Vec<usize>,
+    /// Active descriptor counts.
+    pub actives: Vec<usize>,
+    /// Timed blocks per cell.
+    pub reps: usize,
+    /// Target duration of one timed block.
+    pub block_ns: u64,
+    /// How descriptors are made.
+    pub transport: Transport,
+}
+
+impl Config {
+    /// The quick or full settings.
+    pub fn new(quick: bool, transport: Transport) -> Config {
+        Config {
+            ns: vec![100, 1000, 10000, 30000],
+            actives: vec![1, 10, 50, 100],
+            reps: if quick { 9 } else { 21 },
+            block_ns: if quick { 6_000_000 } else { 20_000_000 },
+            transport,
+        }
+    }
+}
+
+/// Runs the poller benchmark on the calling (pinned) thread.
+pub fn run(opts: &Opts, machine: &Machine) -> Section {
+    let cfg = Config::new(opts.quick, opts.transport);
+    eprintln!("poller: N = {:?}, A = {:?}", cfg.ns, cfg.actives);
+    let backends = &machine.backends;
+    let mut mechs = vec![Mech::Select, Mech::Poll, Mech::Epoll];
+    for b in 0..backends.len() {
+        mechs.push(Mech::KeventGet(b));
+        mechs.push(Mech::KeventRing(b, false));
+        mechs.push(Mech::KeventRing(b, true));
+    }
+    // The C library runs on the process's backend only.
+    if let Some(b) = Backend::current()
+        .ok()
+        .and_then(|p| backends.iter().position(|&b| b == p))
+    {
+        mechs.push(Mech::CGet(b));
+        mechs.push(Mech::CRing(b));
+    }
+    // (mech, n, a) -> per-block µs/round
+    let mut samples: BTreeMap<(Mech, usize, usize), Vec<f64>> = BTreeMap::new();
+    let mut skipped: BTreeMap<usize, String> = BTreeMap::new();
+    let mut select_skipped: BTreeMap<usize, String> = BTreeMap::new();
+    let (soft, _) = os::raise_fd_limit();
+    // When a column does not fit under the fd limit, also measure the largest N that does
+    // (rounded down to a hundred), so the flatness ratio still spans as much as possible.
+    let mut cfg = cfg;
+    let fit =
+        (soft as usize).saturating_sub(os::open_fds() + 64) / cfg.transport.fds_per_watched() / 100
+            * 100;
+    if cfg.ns.iter().any(|&n| n > fit) && cfg.ns.iter().all(|&n| n != fit) && fit >= 100 {
+        cfg.ns.push(fit);
+        cfg.ns.sort_unstable();
+    }
+    for &n in &cfg.ns {
+        let need = n * cfg.transport.fds_per_watched();
+        let free = (soft as usize).saturating_sub(os::open_fds() + 64);
+        if need > free {
+            skipped.insert(
+                n,
+                format!("skipped: fd limit {soft} ({need} fds needed, {free} available)"),
+            );
+            continue;
+        }
+        let socks = match Sockets::new(cfg.transport, n) {
+            Ok(s) => s,
+            Err(e) => {
+                skipped.insert(n, format!("skipped: {e}"));
+                continue;
+            }
+        };
+        let max_fd = socks
+            .watched
+            .iter()
+            .map(AsRawFd::as_raw_fd)
+            .max()
+            .unwrap_or(0);
+        let here: Vec<Mech> = mechs
+            .iter()
+            .copied()
+            .filter(|m| {
+                if *m == Mech::Select && max_fd >= libc::FD_SETSIZE as RawFd {
+                    select_skipped.insert(n, format!("n/a (fd {max_fd} ≥ FD_SETSIZE)"));
+                    false
+                } else {
+                    true
+                }
+            })
+            .collect();
+        let actives: Vec<Vec<usize>> = cfg
+            .actives
+            .iter()
+            .map(|&a| (0..a.min(n)).map(|i| i * (n / a.min(n))).collect())
+            .collect();
+        let mut rounds: BTreeMap<(Mech, usize), usize> = BTreeMap::new();
+        for rep in 0..cfg.reps {
+            for k in 0..here.len() {
+                let m = here[(k + rep) % here.len()];
+                let mut p = Poller::build(m, &socks, backends);
+                for active in &actives {
+                    let a = active.len();
+                    let r = *rounds.entry((m, a)).or_insert_with(|| {
+                        // Calibrate: a few rounds give the block length.
+                        let t = os::now_ns();
+                        for _ in 0..20 {
+                            p.round(&socks, active);
+                        }
+                        let per = (os::now_ns() - t) / 20;
+                        (cfg.block_ns / per.max(1)).clamp(5, 200_000) as usize
+                    });
+                    for _ in 0..(r / 10).max(3) {
+                        p.round(&socks, active);
+                    }
+                    let t = os::now_ns();
+                    for _ in 0..r {
+                        p.round(&socks, active);
+                    }
+                    let us = (os::now_ns() - t) as f64 / 1e3 / r as f64;
+                    samples.entry((m, n, a)).or_default().push(us);
+                }
+            }
+        }
+        eprintln!("poller: N={n} done");
+    }
+    report::report(
+        &cfg,
+        &mechs,
+        backends,
+        &samples,
+        &skipped,
+        &select_skipped,
+        machine,
+    )
+}
+
+/// The `poller-rounds MECH N A ROUNDS` subcommand: `ROUNDS` rounds of one mechanism alone,
+/// on the process's backend (`KEVENT_BACKEND`), N unix-dgram descriptors watched and A active,
+/// as a workload to profile (`valgrind --tool=callgrind`, `perf record`). It prints one
+/// absolute figure, this run's µs per round, with no baseline: comparisons are what
+/// `kevent-bench poller` is for.
+pub fn rounds_command(args: &[String]) -> std::io::Result<u8> {
+    let usage = || {
+        eprintln!(
+            "usage: kevent-bench poller-rounds \
+             select|poll|epoll|get_events|ring|ring-batched|c-get_events|c-ring N A ROUNDS"
+        );
+        Ok(2)
+    };
+    let [mech, n, a, rounds] = args else {
+        return usage();
+    };
+    let (Ok(n), Ok(a), Ok(rounds)) = (
+        n.parse::<usize>(),
+        a.parse::<usize>(),
+        rounds.parse::<u64>(),
+    ) else {
+        return usage();
+    };
+    if a == 0 || a > n || a > mechanism::MAX_A {
+        eprintln!(
+            "kevent-bench: A must be 1..={} and at most N",
+            mechanism::MAX_A
+        );
+        return Ok(2);
+    }
+    let backend = match Backend::current() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("kevent-bench: {e}");
+            return Ok(1);
+        }
+    };
+    let m = match mech.as_str() {
+        "select" => Mech::Select,
+        "poll" => Mech::Poll,
+        "epoll" => Mech::Epoll,
+        "get_events" => Mech::KeventGet(0),
+        "ring" => Mech::KeventRing(0, false),
+        "ring-batched" => Mech::KeventRing(0, true),
+        "c-get_events" => Mech::CGet(0),
+        "c-ring" => Mech::CRing(0),
+        _ => return usage(),
+    };
+    os::raise_fd_limit();
+    let socks = Sockets::new(Transport::UnixDgram, n)?;
+    let max_fd = socks.watched.iter().map(AsRawFd::as_raw_fd).max();
+    if m == Mech::Select && max_fd.unwrap_or(0) >= libc::FD_SETSIZE as RawFd {
+        eprintln!("kevent-bench: select needs every fd below FD_SETSIZE: use a smaller N");
+        return Ok(2);
+    }
+    let backends = [backend];
+    let mut p = Poller::build(m, &socks, &backends);
+    let active: Vec<usize> = (0..a).map(|i| i * (n / a)).collect();
+    let t = os::now_ns();
+    for _ in 0..rounds {
+        p.round(&socks, &active);
+    }
+    let us = (os::now_ns() - t) as f64 / 1e3 / rounds.max(1) as f64;
+    println!(
+        "{rounds} rounds of {}, N={n} watched, A={a} active ({}): {us:.2} µs per round \
+         (absolute: this run's wall time ÷ rounds, no baseline)",
+        m.name(&backends),
+        Transport::UnixDgram.name(),
+    );
+    Ok(0)
+}

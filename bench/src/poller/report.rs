@@ -1,0 +1,323 @@
+//! The poller's report: the Markdown tables (µs per round, kevent ÷ epoll and C ÷ Rust
+//! ratios, the flatness column), the JSON cells, the charts and the headline rows.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use kevent_backend::Backend;
+
+use super::mechanism::Mech;
+use super::{Config, Transport};
+use crate::json::Json;
+use crate::machine::Machine;
+use crate::stats::{Interval, RATIO_LEGEND, Summary, judge_at_most, ratio_cell};
+use crate::svg::{LineChart, Series};
+use crate::{Section, SummaryRow};
+
+/// The per-repetition ratios `a[i] / b[i]` (both sample lists are in repetition order):
+/// their median with a 95% bootstrap interval.
+fn paired_ratio(
+    samples: &BTreeMap<(Mech, usize, usize), Vec<f64>>,
+    a: (Mech, usize, usize),
+    b: (Mech, usize, usize),
+) -> Option<Interval> {
+    let (a, b) = (samples.get(&a)?, samples.get(&b)?);
+    let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+    Interval::of(&r)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn report(
+    cfg: &Config,
+    mechs: &[Mech],
+    backends: &[Backend],
+    samples: &BTreeMap<(Mech, usize, usize), Vec<f64>>,
+    skipped: &BTreeMap<usize, String>,
+    select_skipped: &BTreeMap<usize, String>,
+    machine: &Machine,
+) -> Section {
+    let get = |m: Mech, n: usize, a: usize| samples.get(&(m, n, a)).and_then(|v| Summary::of(v));
+    let measured: Vec<usize> = cfg
+        .ns
+        .iter()
+        .copied()
+        .filter(|n| !skipped.contains_key(n))
+        .collect();
+    let (n_first, n_last) = (measured.first().copied(), measured.last().copied());
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "Microseconds per round (median of {} timed blocks, min–max in parentheses; each block \
+         ≈{} ms after a warm-up). Transport: **{}**{}. One round = write 1 byte to each of A \
+         active descriptors, one wait that returns them, read each byte. Ratio rows: kevent ÷ \
+         epoll per column, over the ratios of the two blocks timed in the same repetition \
+         (target ≤ 1.10). {RATIO_LEGEND} The last column is the largest measured N ÷ N=100, \
+         from the medians (target ≤ 1.3).\n",
+        cfg.reps,
+        cfg.block_ns / 1_000_000,
+        cfg.transport.name(),
+        match cfg.transport {
+            Transport::UnixDgram =>
+                " (N AF_UNIX datagram sockets, each connected to itself: N fds for N watched)",
+            Transport::SocketPair => " (N AF_UNIX stream socketpairs: 2N fds)",
+        }
+    );
+    for (n, why) in skipped {
+        let _ = writeln!(md, "* N={n}: {why}");
+    }
+    if !skipped.is_empty() {
+        md.push('\n');
+    }
+    let mut json_cells = vec![];
+    let mut charts = vec![];
+    let nmax_label = n_last.map_or("N_max".to_owned(), |n| format!("N={n} ÷ N=100"));
+    for &a in &cfg.actives {
+        let _ = writeln!(md, "#### A = {a} active\n");
+        let mut header = "| mechanism |".to_owned();
+        let mut rule = "|---|".to_owned();
+        for n in &cfg.ns {
+            let _ = write!(header, " N={n} |");
+            rule.push_str("---|");
+        }
+        let _ = writeln!(md, "{header} {nmax_label} |\n{rule}---|");
+        let mut series = vec![];
+        for &m in mechs {
+            let mut row = format!("| {} |", m.name(backends));
+            let mut points = vec![];
+            for &n in &cfg.ns {
+                let cell = match get(m, n, a) {
+                    Some(s) => {
+                        points.push((n as f64, s.median));
+                        let mut cell = Json::obj([
+                            ("mechanism", Json::from(m.key(backends))),
+                            ("n", Json::from(n)),
+                            ("a", Json::from(a)),
+                            ("us_per_round", s.json()),
+                        ]);
+                        if let Some(r) = paired_ratio(samples, (m, n, a), (Mech::Epoll, n, a)) {
+                            cell.push("paired_ratio_over_epoll", r.json());
+                        }
+                        if let Some(r) = m
+                            .rust_twin()
+                            .and_then(|t| paired_ratio(samples, (m, n, a), (t, n, a)))
+                        {
+                            cell.push("paired_ratio_over_rust", r.json());
+                        }
+                        json_cells.push(cell);
+                        s.cell(2)
+                    }
+                    None if skipped.contains_key(&n) => "skipped".into(),
+                    None if m == Mech::Select => select_skipped
+                        .get(&n)
+                        .cloned()
+                        .unwrap_or_else(|| "n/a".into()),
+                    None => "–".into(),
+                };
+                let _ = write!(row, " {cell} |");
+            }
+            let flat = match (n_first, n_last) {
+                (Some(f), Some(l)) if f != l => ratio_cell(
+                    get(m, l, a).map(|s| s.median),
+                    get(m, f, a).map(|s| s.median),
+                ),
+                _ => "–".into(),
+            };
+            let _ = writeln!(md, "{row} {flat} |");
+            if !points.is_empty() {
+                series.push(Series {
+                    name: m.name(backends),
+                    points,
+                });
+            }
+        }
+        for &m in mechs {
+            if !m.is_kevent() {
+                continue;
+            }
+            let mut row = format!("| {} ÷ epoll |", m.name(backends));
+            for &n in &cfg.ns {
+                // Each repetition timed one block of each mechanism close together: the
+                // median of the per-repetition ratios cancels what drifts between them.
+                let r = paired_ratio(samples, (m, n, a), (Mech::Epoll, n, a))
+                    .map_or("–".to_owned(), |r| r.ratio_cell());
+                let _ = write!(row, " {r} |");
+            }
+            let _ = writeln!(md, "{row} |");
+        }
+        for &m in mechs {
+            let Some(twin) = m.rust_twin() else {
+                continue;
+            };
+            let mut row = format!("| {} ÷ {} |", m.name(backends), twin.name(backends));
+            for &n in &cfg.ns {
+                let r = paired_ratio(samples, (m, n, a), (twin, n, a))
+                    .map_or("–".to_owned(), |r| r.ratio_cell());
+                let _ = write!(row, " {r} |");
+            }
+            let _ = writeln!(md, "{row} |");
+        }
+        md.push('\n');
+        charts.push((
+            format!("poller-a{a}.svg"),
+            LineChart {
+                title: format!(
+                    "poller: µs per round, A = {a} active ({})",
+                    cfg.transport.name()
+                ),
+                x_label: "N watched descriptors".into(),
+                y_label: "µs per round (median)".into(),
+                x_log: true,
+                y_log: true,
+                series,
+            }
+            .render(),
+        ));
+    }
+    let json = Json::obj([
+        ("transport", Json::from(cfg.transport.name())),
+        ("reps", Json::from(cfg.reps)),
+        ("block_ms", Json::from(cfg.block_ns / 1_000_000)),
+        ("ns", Json::arr(cfg.ns.iter().map(|&n| Json::from(n)))),
+        (
+            "actives",
+            Json::arr(cfg.actives.iter().map(|&a| Json::from(a))),
+        ),
+        (
+            "skipped",
+            Json::obj(
+                skipped
+                    .iter()
+                    .map(|(n, w)| (n.to_string(), Json::from(w.as_str()))),
+            ),
+        ),
+        ("pinned_cpu", Json::from(machine.nproc > 1)),
+        ("cells", Json::Arr(json_cells)),
+    ]);
+    Section {
+        name: "poller",
+        title: "Poller: many watched descriptors, few active".into(),
+        markdown: md,
+        json,
+        charts,
+        summary: summary(cfg, mechs, backends, samples, &measured),
+    }
+}
+
+/// The headline rows: per kevent mechanism, the ratios to epoll over every cell, and the
+/// flatness N_max ÷ N=100.
+fn summary(
+    cfg: &Config,
+    mechs: &[Mech],
+    backends: &[Backend],
+    samples: &BTreeMap<(Mech, usize, usize), Vec<f64>>,
+    measured: &[usize],
+) -> Vec<SummaryRow> {
+    let mut rows = vec![];
+    for &m in mechs {
+        if !m.is_kevent() {
+            continue;
+        }
+        if let Some(twin) = m.rust_twin() {
+            rows.extend(c_over_rust(cfg, m, twin, backends, samples, measured));
+        }
+        let cells: Vec<(usize, usize, Interval)> = measured
+            .iter()
+            .flat_map(|&n| cfg.actives.iter().map(move |&a| (n, a)))
+            .filter_map(|(n, a)| {
+                paired_ratio(samples, (m, n, a), (Mech::Epoll, n, a)).map(|i| (n, a, i))
+            })
+            .collect();
+        let Some((wn, wa, worst)) = cells
+            .iter()
+            .copied()
+            .max_by(|x, y| x.2.median.total_cmp(&y.2.median))
+        else {
+            continue;
+        };
+        let lo = cells
+            .iter()
+            .map(|c| c.2.median)
+            .fold(f64::INFINITY, f64::min);
+        let same = cells.iter().filter(|c| c.2.contains(1.0)).count();
+        let all: Vec<Interval> = cells.iter().map(|c| c.2).collect();
+        rows.push(SummaryRow {
+            what: format!("poller: {} ÷ epoll, µs per round", m.name(backends)),
+            target: "≤ 1.10 in every cell".into(),
+            result: format!(
+                "medians {lo:.2}–{:.2} over {} cells (no measurable difference in {same}); \
+                 largest {} at N={wn}, A={wa}: **{}**",
+                worst.median,
+                cells.len(),
+                worst.cell(2),
+                judge_at_most(&all, 1.10)
+            ),
+        });
+    }
+    if let (Some(&first), Some(&last)) = (measured.first(), measured.last()) {
+        let flat: Vec<f64> = mechs
+            .iter()
+            .filter(|m| matches!(m, Mech::Epoll | Mech::KeventGet(_) | Mech::KeventRing(..)))
+            .flat_map(|&m| {
+                cfg.actives.iter().filter_map(move |&a| {
+                    let med = |n| Summary::of(samples.get(&(m, n, a))?).map(|s| s.median);
+                    Some(med(last)? / med(first)?)
+                })
+            })
+            .collect();
+        if !flat.is_empty() && first != last {
+            let (lo, hi) = flat
+                .iter()
+                .fold((f64::INFINITY, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
+            rows.push(SummaryRow {
+                what: format!("poller: N={last} ÷ N={first} (epoll and kevent rows)"),
+                target: "≤ 1.3".into(),
+                result: format!(
+                    "{lo:.2}–{hi:.2}: **{}**",
+                    if hi <= 1.3 { "met" } else { "missed" }
+                ),
+            });
+        }
+    }
+    rows
+}
+
+/// The headline row of a C mechanism: C ÷ its Rust twin over every cell (issue 11's target:
+/// ≤ 1.05 at every A).
+fn c_over_rust(
+    cfg: &Config,
+    m: Mech,
+    twin: Mech,
+    backends: &[Backend],
+    samples: &BTreeMap<(Mech, usize, usize), Vec<f64>>,
+    measured: &[usize],
+) -> Option<SummaryRow> {
+    let cells: Vec<(usize, usize, Interval)> = measured
+        .iter()
+        .flat_map(|&n| cfg.actives.iter().map(move |&a| (n, a)))
+        .filter_map(|(n, a)| paired_ratio(samples, (m, n, a), (twin, n, a)).map(|i| (n, a, i)))
+        .collect();
+    let (wn, wa, worst) = cells
+        .iter()
+        .copied()
+        .max_by(|x, y| x.2.median.total_cmp(&y.2.median))?;
+    let lo = cells
+        .iter()
+        .map(|c| c.2.median)
+        .fold(f64::INFINITY, f64::min);
+    let all: Vec<Interval> = cells.iter().map(|c| c.2).collect();
+    Some(SummaryRow {
+        what: format!(
+            "poller: {} ÷ {}, µs per round",
+            m.name(backends),
+            twin.name(backends)
+        ),
+        target: "≤ 1.05 in every cell".into(),
+        result: format!(
+            "medians {lo:.2}–{:.2} over {} cells; largest {} at N={wn}, A={wa}: **{}**",
+            worst.median,
+            cells.len(),
+            worst.cell(2),
+            judge_at_most(&all, 1.05)
+        ),
+    })
+}
