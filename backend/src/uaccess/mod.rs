@@ -58,13 +58,13 @@
 //! passed alongside are our own, sized for the copy. Typed reads go through
 //! [`Plain`](value::Plain), implemented only for types whose every bit pattern is a valid
 //! value, so bytes from the caller can never make an invalid one.
-#![allow(unsafe_code)]
 //!
 //! # Modules
 //!
 //! This file chooses the path and dispatches each copy ([`copy`]); [`vm`] and [`pipe`] are
 //! the two kernel paths; [`value`], [`events`] and [`ring`] are what the C API copies with
 //! them: single values, `ukevent` arrays, and the ring checked at `kevent_init`.
+#![allow(unsafe_code)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -2,7 +2,6 @@
 
 use super::*;
 use std::mem::size_of;
-use std::time::Instant;
 
 use kevent_sys::{kevent_ring, ukevent};
 
@@ -300,60 +299,4 @@ fn ring_check_needs_the_whole_ring_writable() {
         assert_eq!(check_ring(mem.as_mut_ptr().cast(), 100), Ok(()));
         assert!(mem.iter().enumerate().all(|(i, w)| *w == i as u64));
     });
-}
-
-fn ns_per(iters: u32, mut f: impl FnMut()) -> f64 {
-    for _ in 0..iters / 10 {
-        f();
-    }
-    let t = Instant::now();
-    for _ in 0..iters {
-        f();
-    }
-    t.elapsed().as_nanos() as f64 / iters as f64
-}
-
-/// What the copies cost. Run with
-/// `cargo test --release -p kevent-backend --lib uaccess_cost -- --ignored --nocapture`.
-#[test]
-#[ignore = "a measurement; prints ns per copy"]
-fn uaccess_cost() {
-    let iters = 200_000;
-    let getpid = ns_per(iters, || {
-        // SAFETY: getpid has no preconditions.
-        std::hint::black_box(unsafe { libc::getpid() });
-    });
-    println!("getpid(): {getpid:.0} ns");
-    for p in paths() {
-        FORCE.with(|c| c.set(Some(p)));
-        let how = format!("{p:?}");
-        for n in [1usize, 8, 64] {
-            let mut src = vec![ZERO_EVENT; n];
-            let mut dst = vec![ZERO_EVENT; n];
-            let memcpy = ns_per(iters, || {
-                dst.copy_from_slice(std::hint::black_box(&src));
-            });
-            let inout = ns_per(iters, || {
-                with_events_inout(src.as_mut_ptr(), n as u32, ok, |ev| Ok(ev.len())).unwrap();
-            });
-            let inout_w = ns_per(iters, || {
-                with_events_inout(src.as_mut_ptr(), n as u32, ok, |ev| {
-                    ev[0].ret_flags ^= 1;
-                    Ok(ev.len())
-                })
-                .unwrap();
-            });
-            let out = ns_per(iters, || {
-                with_events_out(dst.as_mut_ptr(), n as u32, |_| Ok(n as u32)).unwrap();
-            });
-            println!(
-                "{how:>10} {n:>3} ukevents: memcpy {memcpy:>5.0} ns | ctl copy-in {inout:>5.0} ns, \
-                 copy-in+write-back {inout_w:>5.0} ns | get_events copy-out {out:>5.0} ns"
-            );
-        }
-        let mut ring = vec![0u64; (8 + 256 * 40) / 8];
-        let check = ns_per(2_000, || check_ring(ring.as_mut_ptr().cast(), 256).unwrap());
-        println!("{how:>10} ring check at init, 256 entries: {check:.0} ns");
-    }
-    FORCE.with(|c| c.set(None));
 }
