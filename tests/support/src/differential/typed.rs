@@ -249,9 +249,11 @@ impl Typed {
                 let n = self.q.ring_size();
                 let (k0, over) = (self.q.kidx(), self.q.over());
                 let got = self.q.wait(n - 1, k0, &ZERO)?;
-                let evs: Vec<ukevent> = (0..got).map(|i| self.q.slot((k0 + i) % n)).collect();
+                let evs: Vec<ukevent> = (0..got)
+                    .map(|i| self.q.slot(ring::advance(n, k0, i)))
+                    .collect();
                 if got > 0 {
-                    self.q.commit((k0 + got) % n, over)?;
+                    self.q.commit(ring::advance(n, k0, got), over)?;
                 }
                 Ok(evs)
             }
