@@ -281,7 +281,10 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
     let mut notes = vec![];
     // nginx and lighttpd, once for the whole benchmark; each also under libkevent-epoll.so.
     let mut nginx_info = None;
-    let shim = nginx::find_shim();
+    let any_server = [nginx::Kind::Nginx, nginx::Kind::Lighttpd]
+        .into_iter()
+        .any(|k| nginx::find_kind(k).is_some());
+    let shim = any_server.then(nginx::find_shim).flatten();
     let mut externals: Vec<(Server, nginx::Nginx)> = vec![];
     for kind in [nginx::Kind::Nginx, nginx::Kind::Lighttpd] {
         let Some(bin) = nginx::find_kind(kind) else {

@@ -72,19 +72,53 @@ pub fn find_kind(kind: Kind) -> Option<PathBuf> {
 }
 
 /// `libkevent-epoll.so`: `KEVENT_EPOLL_SO`, else next to this executable (`cargo build
-/// --release -p kevent-epoll-preload` puts it there).
+/// --release -p kevent-epoll-preload` puts it there). Run by `cargo run` (the main job) without
+/// it, the benchmark builds it first, with the same profile into the same target directory,
+/// so a fresh checkout measures the servers under the shim too.
 pub fn find_shim() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("KEVENT_EPOLL_SO") {
         return Some(PathBuf::from(p)).filter(|p| p.is_file());
     }
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
-    [
+    let places = [
         dir.join("libkevent_epoll_preload.so"),
         dir.join("../lib/libkevent-epoll.so"),
-    ]
-    .into_iter()
-    .find(|p| p.is_file())
+    ];
+    if let Some(p) = places.iter().find(|p| p.is_file()) {
+        return Some(p.clone());
+    }
+    build_shim(dir)
+        .then(|| places[0].clone())
+        .filter(|p| p.is_file())
+}
+
+/// Under `cargo run` (which sets `CARGO` and `CARGO_MANIFEST_DIR` for the program):
+/// `cargo build -p kevent-epoll-preload` into the profile directory `dir` of this executable.
+/// Whether the build succeeded.
+fn build_shim(dir: &Path) -> bool {
+    let (Some(cargo), Some(manifest)) = (
+        std::env::var_os("CARGO"),
+        std::env::var_os("CARGO_MANIFEST_DIR"),
+    ) else {
+        return false;
+    };
+    let (Some(profile), Some(target)) = (dir.file_name(), dir.parent()) else {
+        return false;
+    };
+    eprintln!("http: building libkevent-epoll.so (cargo build -p kevent-epoll-preload)");
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--quiet", "-p", "kevent-epoll-preload"])
+        .current_dir(manifest)
+        .env("CARGO_TARGET_DIR", target);
+    match profile.to_str() {
+        Some("release") => {
+            cmd.arg("--release");
+        }
+        Some("debug") => {}
+        _ => return false, // a custom profile or a --target directory: leave it to the user
+    }
+    cmd.status().is_ok_and(|s| s.success())
 }
 
 /// lighttpd's configuration for `port`, everything under `prefix` (the document root
