@@ -3,7 +3,7 @@
 //! backend, plus the backend and ABI report.
 //!
 //! ```text
-//! cargo run --release -p kevent-bench -- all --quick --out bench-results   # ~2 minutes
+//! cargo run --release -p kevent-bench -- all --quick --out bench-results   # ~2-3 minutes
 //! cargo run --release -p kevent-bench -- all --out bench-results           # the full run
 //! cargo run --release -p kevent-bench -- poller --quick
 //! cargo run --release -p kevent-bench -- report
@@ -73,7 +73,7 @@ subcommands:
   help       print this text
 
 options:
-  --quick        short settings (`all --quick` takes about two minutes on two cores)
+  --quick        short settings (`all --quick` takes 2-3 minutes on two cores)
   --out DIR      write report.md, JSON and SVG files into DIR (created if missing)
   --transport T  poller descriptors: unix-dgram (default: N fds) or socketpair (2N fds)
   --rt           run the single-process benchmarks (all but http) at
