@@ -237,34 +237,9 @@ fn s6_probe_enosys_means_not_available() {
 
 /// Installs a seccomp filter in this (child) process that answers EPERM to syscall `nr`.
 #[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code)]
 fn deny_with_eperm(nr: u32) -> bool {
-    const LD_W_ABS: u16 = 0x20;
-    const JEQ_K: u16 = 0x05 | 0x10;
-    const RET_K: u16 = 0x06;
-    const RET_ALLOW: u32 = 0x7fff_0000;
-    const RET_ERRNO: u32 = 0x0005_0000;
-    const ARCH_X86_64: u32 = 0xc000_003e;
-    let f = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
-    let prog_v = [
-        f(LD_W_ABS, 0, 0, 4),
-        f(JEQ_K, 1, 0, ARCH_X86_64),
-        f(RET_K, 0, 0, RET_ALLOW),
-        f(LD_W_ABS, 0, 0, 0),
-        f(JEQ_K, 0, 1, nr),
-        f(RET_K, 0, 0, RET_ERRNO | libc::EPERM as u32),
-        f(RET_K, 0, 0, RET_ALLOW),
-    ];
-    let prog = libc::sock_fprog {
-        len: prog_v.len() as u16,
-        filter: prog_v.as_ptr().cast_mut(),
-    };
-    // SAFETY: PR_SET_NO_NEW_PRIVS takes integers; PR_SET_SECCOMP reads `prog`, which points
-    // to `prog_v` (alive for the call); the filter only affects this child process.
-    unsafe {
-        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
-            && libc::prctl(libc::PR_SET_SECCOMP, 2, &raw const prog) == 0
-    }
+    let filter = seccomp::refusing(nr..=nr, None, seccomp::fail_with(libc::EPERM));
+    seccomp::install(&filter).is_ok()
 }
 
 isolated_test! {
