@@ -22,11 +22,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     // Non-blocking: even a mistaken timeout could not block the runtime's thread.
     let queue = Arc::new(Queue::builder().nonblocking(true).build()?);
     println!("async_tokio: {} backend", queue.backend());
-    let _timer = queue
-        .add(Timer::new(Duration::from_millis(10)))?
-        .registration();
+    let _timer = queue.add(Timer::new(Duration::from_millis(10)))?;
     let _users: Vec<_> = (7..10)
-        .filter_map(|id| queue.add(User::new(id)).ok()?.registration())
+        .filter_map(|id| queue.add(User::new(id)).ok())
         .collect();
 
     // A plain thread marks the user events, as a producer outside the runtime would.

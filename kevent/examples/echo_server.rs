@@ -2,8 +2,8 @@
 //!
 //! It listens on an ephemeral port, starts its own clients (threads that connect, send a few
 //! lines and check the echo), and exits once `N` connections have been served (default 4,
-//! or the first argument), or after a 10 s timeout. Connections are registered with
-//! `ALWAYS_QUEUE` and owned by their `Registration`: dropping the registration removes the
+//! or the first argument), or after a 10 s timeout. Connections are owned by
+//! their `Registration`: dropping the registration removes the
 //! kevent and then closes the stream.
 //!
 //! ```text
@@ -16,9 +16,7 @@ use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use kevent::{
-    Added, EventKind, Events, Queue, Registration, ReqFlags, Socket, SocketEvents, Timeout,
-};
+use kevent::{EventKind, Events, Queue, Registration, Socket, SocketEvents, Timeout};
 
 const LISTENER: u64 = 0;
 
@@ -49,9 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
-    let _accept = queue
-        .add(Socket::new(&listener, SocketEvents::ACCEPT).cookie(LISTENER))?
-        .registration();
+    let _accept = queue.add(Socket::new(&listener, SocketEvents::ACCEPT).cookie(LISTENER))?;
 
     let clients: Vec<_> = (0..wanted)
         .map(|n| std::thread::spawn(move || client(addr, n)))
@@ -84,18 +80,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             stream.set_nonblocking(true)?;
                             let id = next_id;
                             next_id += 1;
-                            let added = queue.add(
-                                Socket::new(stream, SocketEvents::RECV)
-                                    .flags(ReqFlags::ALWAYS_QUEUE)
-                                    .cookie(id),
-                            )?;
-                            match added {
-                                Added::Registered(reg) => {
-                                    println!("connection {id} from {peer}");
-                                    conns.insert(id, reg);
-                                }
-                                other => println!("connection {id} not registered: {other:?}"),
-                            }
+                            // Registered even if data already arrived (then queued).
+                            let reg =
+                                queue.add(Socket::new(stream, SocketEvents::RECV).cookie(id))?;
+                            println!("connection {id} from {peer}");
+                            conns.insert(id, reg);
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) => return Err(e.into()),

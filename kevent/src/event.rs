@@ -10,6 +10,7 @@ use std::time::Duration;
 use kevent_sys::{self as sys, Errno, kevent_id, ukevent};
 
 use crate::flags::{InodeEvents, PollEvents, ReqFlags, RetFlags, SocketEvents};
+use crate::source::Signo;
 
 /// What names a kevent in its queue: its type and its id (**D3**: the type is part of the
 /// key). REMOVE, MODIFY and READY look kevents up by key.
@@ -38,10 +39,10 @@ impl Key {
     }
 
     /// The key of a signal kevent (`KEVENT_SIGNAL`); `nomask` is part of the id.
-    pub const fn signal(signo: i32, nomask: bool) -> Key {
+    pub const fn signal(signo: Signo, nomask: bool) -> Key {
         Key::from_raw(
             sys::KEVENT_SIGNAL,
-            sys::kevent_id::signal(signo, nomask).as_u64(),
+            sys::kevent_id::signal(signo.raw(), nomask).as_u64(),
         )
     }
 
@@ -138,8 +139,8 @@ pub enum EventKind {
     },
     /// `KEVENT_SIGNAL`: `signo` was delivered `count` times since the last delivery (**D8**).
     Signal {
-        /// The signal number.
-        signo: i32,
+        /// The signal.
+        signo: Signo,
         /// Whether the kevent was registered with NOMASK.
         nomask: bool,
         /// Deliveries since the last report (`ret_data[0]`).
@@ -279,7 +280,7 @@ impl Event {
             sys::KEVENT_SIGNAL => {
                 let (signo, nomask) = uk.id.signal_parts();
                 EventKind::Signal {
-                    signo,
+                    signo: Signo::from_raw(signo),
                     nomask,
                     count: r0,
                 }
@@ -503,7 +504,7 @@ mod tests {
         assert_eq!(
             s,
             EventKind::Signal {
-                signo: 10,
+                signo: Signo::from_raw(10),
                 nomask: true,
                 count: 2
             }
@@ -533,7 +534,10 @@ mod tests {
 
     #[test]
     fn key_of_signal_includes_nomask() {
-        assert_ne!(Key::signal(10, true), Key::signal(10, false));
-        assert_eq!(Key::signal(10, false).id(), 10);
+        assert_ne!(
+            Key::signal(Signo::USR1, true),
+            Key::signal(Signo::USR1, false)
+        );
+        assert_eq!(Key::signal(Signo::USR1, false).id(), libc::SIGUSR1 as u64);
     }
 }

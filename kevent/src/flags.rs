@@ -159,7 +159,8 @@ flag_set! {
     /// delivered. Poll kevents always carry it.
     "KEVENT_REQ_LAST_CHECK" => LAST_CHECK = sys::KEVENT_REQ_LAST_CHECK;
     /// A source that is ready at ADD is registered and queued instead of being returned by
-    /// the add as [`Added::Ready`](crate::Added::Ready).
+    /// the add as [`Added::Ready`](crate::Added::Ready). [`Queue::add`](crate::Queue::add)
+    /// always sets it (decision P30).
     "KEVENT_REQ_ALWAYS_QUEUE" => ALWAYS_QUEUE = sys::KEVENT_REQ_ALWAYS_QUEUE;
     /// Registered and queued as ready as soon as it is added.
     "KEVENT_REQ_READY" => READY = sys::KEVENT_REQ_READY;

@@ -30,22 +30,19 @@
 //! const LISTENER: u64 = 0;
 //! const TICK: u64 = 1;
 //! let accept = queue
-//!     .add(Socket::new(&listener, SocketEvents::ACCEPT).cookie(LISTENER))?
-//!     .registration()
-//!     .expect("no pending connection yet");
+//!     .add(Socket::new(&listener, SocketEvents::ACCEPT).cookie(LISTENER))?;
 //! let tick = queue
-//!     .add(Timer::new(Duration::from_millis(10)).cookie(TICK))?
-//!     .registration()
-//!     .expect("timers are never ready at ADD");
+//!     .add(Timer::new(Duration::from_millis(10)).cookie(TICK))?;
 //! # drop((accept, tick));
 //! # Ok(()) }
 //! ```
 //!
-//! A socket that is *already* ready when you add it comes back as
-//! [`Added::Ready`](crate::Added::Ready) and is not registered. For connections you accept
-//! and want to keep watching, add them with
-//! [`ReqFlags::ALWAYS_QUEUE`](crate::ReqFlags::ALWAYS_QUEUE): a ready one is then registered
-//! and its event queued.
+//! `add` returns a `Result`: `Ok` is the registration, and an error hands back the fd
+//! holder with the reason (`?` turns it into [`Error`](crate::Error)). A socket that is
+//! *already* ready when you add it (a connection whose request arrived with it) is
+//! registered and its event queued, so the next wait reports it (decision P30);
+//! [`Queue::add_or_ready`](crate::Queue::add_or_ready) returns it at once instead, as the
+//! ABI does.
 //!
 //! # 3. The loop
 //!
@@ -53,7 +50,7 @@
 //! use std::io::{Read, Write};
 //! use std::net::{TcpListener, TcpStream};
 //! use std::collections::HashMap;
-//! use kevent::{Added, Events, EventKind, Queue, Registration, ReqFlags, Socket, SocketEvents, Timeout};
+//! use kevent::{Events, EventKind, Queue, Registration, Socket, SocketEvents, Timeout};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let queue = Queue::new()?;
 //! let listener = TcpListener::bind("127.0.0.1:0")?;
@@ -78,20 +75,14 @@
 //!                     stream.set_nonblocking(true)?;
 //!                     let id = next_id;
 //!                     next_id += 1;
-//!                     let added = queue.add(
-//!                         Socket::new(stream, SocketEvents::RECV)
-//!                             .flags(ReqFlags::ALWAYS_QUEUE)
-//!                             .cookie(id),
-//!                     )?;
-//!                     if let Added::Registered(reg) = added {
-//!                         conns.insert(id, reg);
-//!                     }
+//!                     let reg = queue.add(Socket::new(stream, SocketEvents::RECV).cookie(id))?;
+//!                     conns.insert(id, reg);
 //!                 }
 //!             }
 //!             (id, EventKind::Socket { .. }) => {
-//!                 let Some(conn) = conns.get(&id) else { continue };
+//!                 let Some(conn) = conns.get_mut(&id) else { continue };
 //!                 let mut buf = [0; 64];
-//!                 let mut stream: &TcpStream = conn.get_ref();
+//!                 let stream: &mut TcpStream = conn.get_mut();
 //!                 match stream.read(&mut buf) {
 //!                     Ok(0) => { conns.remove(&id); } // EOF: drop = REMOVE, then close
 //!                     Ok(n) => { stream.write_all(&buf[..n])?; echoed = true; }

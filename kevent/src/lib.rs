@@ -19,14 +19,11 @@
 //!
 //! ```
 //! use std::net::{TcpListener, TcpStream};
-//! use kevent::{Added, Events, EventKind, Queue, Socket, SocketEvents, Timeout};
+//! use kevent::{Events, EventKind, Queue, Socket, SocketEvents, Timeout};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let queue = Queue::new()?;
 //! let listener = TcpListener::bind("127.0.0.1:0")?;
-//! let reg = match queue.add(Socket::new(&listener, SocketEvents::ACCEPT).cookie(1))? {
-//!     Added::Registered(reg) => reg,
-//!     other => panic!("nobody connected yet: {other:?}"),
-//! };
+//! let reg = queue.add(Socket::new(&listener, SocketEvents::ACCEPT).cookie(1))?;
 //! let _client = TcpStream::connect(listener.local_addr()?)?;
 //! let mut events = Events::with_capacity(64);
 //! queue.get_events(&mut events, 1, Timeout::FOREVER)?;
@@ -38,10 +35,11 @@
 //! # Ok(()) }
 //! ```
 //!
-//! **Adding** returns what the ABI says about the entry, as a value ([`Added`]): registered
-//! (a [`Registration`]), *ready at once* (the source was already ready: it is returned, and
-//! **not** registered, unless you ask for [`ReqFlags::ALWAYS_QUEUE`]), or failed (a bad fd,
-//! a duplicate key) with its `io::Error`. An `Err` means the call itself failed.
+//! **Adding** returns a `Result`: `Ok` is a [`Registration`]; an [`AddError`] says why the
+//! entry was refused (a bad fd, a duplicate key: [`Error`], with its [`Errno`]) and hands the
+//! fd holder back, so nothing you pass is lost; `?` turns it into [`Error`]. A source that
+//! is ready at once is registered and its event queued (decision P30);
+//! [`Queue::add_or_ready`] keeps the ABI's "returned at once, not registered" ([`Added`]).
 //!
 //! **A registration holds its fd.** Builders take the fd *holder*: a reference (`&stream`)
 //! keeps the stream borrowed while registered, an owned stream is owned by the registration.
@@ -87,7 +85,7 @@
 //! use kevent::{Key, Queue, Timeout, User};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let queue = Queue::builder().ring_size(64).build()?;
-//! let _user = queue.add(User::new(1))?.registration();
+//! let _user = queue.add(User::new(1))?;
 //! queue.ready(&[Key::user(1)])?;
 //! let mut ring = queue.ring()?;
 //! let snapshot = ring.wait(Timeout::FOREVER)?;
@@ -125,6 +123,7 @@ mod error;
 mod event;
 mod flags;
 pub mod guide;
+mod keys;
 mod posix_timer;
 mod queue;
 mod registration;
@@ -136,10 +135,11 @@ pub use error::{Error, Op, Result};
 pub use event::{Event, EventKind, Events, Iter, Key};
 pub use flags::{InodeEvents, PollEvents, ReqFlags, RetFlags, SocketEvents};
 pub use kevent_backend::{Backend, BackendError};
+pub use kevent_sys::Errno;
 pub use kevent_sys::detect::Unavailable;
 pub use posix_timer::{Clock, PosixTimer};
-pub use queue::{Builder, Queue, ReadyOutcome};
-pub use registration::{Added, Modify, Registration};
+pub use queue::{AddResult, Builder, Queue, ReadyOutcome};
+pub use registration::{AddError, Added, Modify, Registration};
 pub use ring::{Batch, MAX_RING_SIZE, RingConsumer, SharedRing, Snapshot};
-pub use source::{Inode, NoFd, Pipe, Poll, Signal, Socket, Timer, User};
+pub use source::{Inode, NoFd, Pipe, Pollable, Signal, Signo, Socket, Timer, User};
 pub use timeout::{FOREVER_SECS, Timeout};

@@ -2,10 +2,10 @@
 
 mod util;
 
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant, SystemTime};
 
-use kevent::{Backend, Events, Key, Op, Queue, Timeout, User};
+use kevent::{Backend, Events, Key, Op, Queue, ReqFlags, Timeout, Timer, User};
 use util::{ExpectEvent, expect_events};
 
 fn poll_in(q: &Queue) -> bool {
@@ -78,7 +78,7 @@ fn s3_nonblocking_queue_never_blocks() {
 #[test]
 fn s4_queue_fd_is_readable_while_events_are_ready() {
     let q = Queue::new().unwrap();
-    let _u = q.add(User::new(1)).unwrap().registration().unwrap();
+    let _u = q.add(User::new(1)).unwrap();
     assert!(!poll_in(&q));
     q.ready(&[Key::user(1)]).unwrap();
     assert!(poll_in(&q));
@@ -91,9 +91,7 @@ fn s4_queue_fd_is_readable_while_events_are_ready() {
 #[test]
 fn d4_get_events_waits_for_min() {
     let q = Queue::new().unwrap();
-    let regs: Vec<_> = (0..3)
-        .map(|i| q.add(User::new(i)).unwrap().registration().unwrap())
-        .collect();
+    let regs: Vec<_> = (0..3).map(|i| q.add(User::new(i)).unwrap()).collect();
     let mut events = Events::with_capacity(8);
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -173,8 +171,70 @@ fn ring_size_is_checked_and_consumers_are_exclusive() {
 #[test]
 fn registrations_may_outlive_the_queue() {
     let q = Queue::new().unwrap();
-    let reg = q.add(User::new(1)).unwrap().registration().unwrap();
+    let reg = q.add(User::new(1)).unwrap();
     drop(q);
     assert!(!reg.ready().unwrap());
     assert!(reg.remove().is_ok());
+}
+
+/// Issue 23, item 3: builder flags accumulate; `Timer::oneshot(d).flags(WAKEUP_ALL)` stays
+/// ONESHOT.
+#[test]
+fn builder_flags_accumulate() {
+    let q = Queue::new().unwrap();
+    let t = q
+        .add(Timer::oneshot(Duration::from_secs(3600)).flags(ReqFlags::WAKEUP_ALL))
+        .unwrap();
+    assert!(
+        t.flags().contains(ReqFlags::ONESHOT | ReqFlags::WAKEUP_ALL),
+        "{:?}",
+        t.flags()
+    );
+    let u = q
+        .add(User::new(1).edge().wakeup_all().flags(ReqFlags::ONESHOT))
+        .unwrap();
+    assert!(
+        u.flags()
+            .contains(ReqFlags::ET | ReqFlags::WAKEUP_ALL | ReqFlags::ONESHOT)
+    );
+}
+
+/// `try_clone` is another handle to the same queue; `OwnedFd::try_from` hands the fd over
+/// only from the last handle of a queue without a ring.
+#[test]
+fn try_clone_and_into_owned_fd() {
+    let q = Queue::new().unwrap();
+    let q2 = q.try_clone().unwrap();
+    assert_eq!(q.as_raw_fd(), q2.as_raw_fd());
+    let _u = q2.add(User::new(1)).unwrap();
+    q.ready(&[Key::user(1)]).unwrap();
+    expect_events(&q, vec![ExpectEvent::key(Key::user(1))]);
+    let raw = q.as_raw_fd();
+    let q = OwnedFd::try_from(q).expect_err("another handle exists");
+    drop(q2);
+    let fd: OwnedFd = OwnedFd::try_from(q).expect("the last handle");
+    assert_eq!(fd.as_raw_fd(), raw);
+    let ringed = Queue::builder().ring_size(4).build().unwrap();
+    assert!(
+        OwnedFd::try_from(ringed).is_err(),
+        "a ring must outlive its fd"
+    );
+}
+
+/// `Timeout` accepts an `Instant` deadline; one already passed does not block.
+#[test]
+fn instant_deadlines() {
+    let q = Queue::new().unwrap();
+    let mut events = Events::with_capacity(4);
+    let start = Instant::now();
+    assert_eq!(
+        q.get_events(&mut events, 1, start + Duration::from_millis(20))
+            .unwrap(),
+        0
+    );
+    assert!(start.elapsed() >= Duration::from_millis(20));
+    assert_eq!(
+        q.get_events(&mut events, 1, Timeout::until(start)).unwrap(),
+        0
+    );
 }

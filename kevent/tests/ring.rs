@@ -11,9 +11,8 @@ use kevent::{Events, Key, NoFd, Queue, Registration, Timeout, User};
 
 fn users(q: &Queue, ids: std::ops::Range<u64>) -> Vec<Registration<NoFd>> {
     q.add_all(ids.map(User::new))
-        .unwrap()
         .into_iter()
-        .map(|a| a.registration().expect("user events register"))
+        .map(|a| a.expect("user events register"))
         .collect()
 }
 

@@ -32,7 +32,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kevent::{Added, Events, Queue, Registration, ReqFlags, Socket, SocketEvents};
+use kevent::{Events, Queue, Registration, ReqFlags, Socket, SocketEvents};
 use kevent_backend::Backend;
 use kevent_sys::{
     KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_CTL_REMOVE, KEVENT_REQ_ALWAYS_QUEUE,
@@ -416,9 +416,7 @@ fn serve_safe(backend: Backend, listener: &TcpListener, stop: &AtomicBool) -> Se
                 .flags(ReqFlags::ALWAYS_QUEUE)
                 .cookie(LISTENER),
         )
-        .expect("ADD listener")
-        .registration()
-        .expect("listener registered");
+        .expect("ADD listener");
     let lfd = listener.as_raw_fd();
     let mut conns: Vec<Option<(Registration<TcpStream>, Conn)>> = Vec::new();
     let mut events = Events::with_capacity(EVENTS);
@@ -472,17 +470,14 @@ fn serve_safe(backend: Backend, listener: &TcpListener, stop: &AtomicBool) -> Se
                     .flags(ReqFlags::ALWAYS_QUEUE)
                     .cookie(fd as u64)
             });
-            for added in q.add_all(sources).unwrap_or_default() {
-                if let Added::Registered(reg) = added {
-                    let fd = reg.get_ref().as_raw_fd();
-                    let i = fd as usize;
-                    if conns.len() <= i {
-                        conns.resize_with(i + 1, || None);
-                    }
-                    conns[i] = Some((reg, Conn::new(fd, false)));
+            // A refused stream is handed back inside its error, dropped here: closed.
+            for reg in q.add_all(sources).into_iter().flatten() {
+                let fd = reg.get_ref().as_raw_fd();
+                let i = fd as usize;
+                if conns.len() <= i {
+                    conns.resize_with(i + 1, || None);
                 }
-                // Failed (or, impossible with ALWAYS_QUEUE, Ready): the stream handed back
-                // inside `added` is dropped, which closes it.
+                conns[i] = Some((reg, Conn::new(fd, false)));
             }
         }
     }

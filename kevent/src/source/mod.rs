@@ -9,7 +9,7 @@
 //! |---|---|---|---|
 //! | [`Socket`] | `KEVENT_SOCKET` | the socket fd | yes |
 //! | [`Pipe`] | `KEVENT_PIPE` | the FIFO fd | yes |
-//! | [`Poll`] | `KEVENT_POLL` | any pollable fd | yes |
+//! | [`Pollable`] | `KEVENT_POLL` | any pollable fd | yes |
 //! | [`Inode`] | `KEVENT_INODE` | a directory fd | yes |
 //! | [`Timer`] | `KEVENT_TIMER` | the interval (seconds, nanoseconds) | no |
 //! | [`Signal`] | `KEVENT_SIGNAL` | the signal number (+ NOMASK) | no |
@@ -39,8 +39,8 @@ mod user;
 
 pub use inode::Inode;
 pub use pipe::Pipe;
-pub use poll::Poll;
-pub use signal::Signal;
+pub use poll::Pollable;
+pub use signal::{Signal, Signo};
 pub use socket::Socket;
 pub use timer::Timer;
 pub use user::User;
@@ -118,15 +118,30 @@ pub(crate) struct Common {
     pub(crate) cookie: u64,
 }
 
-/// The `flags`/`cookie` setters of every builder, and its `Source` impl.
+/// The `flags`/`cookie` setters of every builder, and its `Sealed` impl.
 macro_rules! source_common {
     ($ty:ident $(<$f:ident>)?) => {
         impl$(<$f>)? $ty$(<$f>)? {
-            /// Sets the request flags ([`ReqFlags`](crate::ReqFlags); default: none, i.e.
-            /// level-triggered, stays registered).
+            /// Adds request flags ([`ReqFlags`](crate::ReqFlags)) to those already set: the
+            /// calls accumulate (`Timer::oneshot(d).flags(ReqFlags::WAKEUP_ALL)` stays
+            /// ONESHOT). Default: none, i.e. level-triggered, stays registered.
             pub fn flags(mut self, flags: crate::ReqFlags) -> Self {
-                self.common.flags = flags;
+                self.common.flags |= flags;
                 self
+            }
+
+            /// Edge-triggered ([`ReqFlags::ET`](crate::ReqFlags::ET)): delivered once per
+            /// new readiness.
+            #[doc(alias = "KEVENT_REQ_ET")]
+            pub fn edge(self) -> Self {
+                self.flags(crate::ReqFlags::ET)
+            }
+
+            /// Wakes every waiting thread ([`ReqFlags::WAKEUP_ALL`](crate::ReqFlags::WAKEUP_ALL))
+            /// instead of one; one of them gets the event.
+            #[doc(alias = "KEVENT_REQ_WAKEUP_ALL")]
+            pub fn wakeup_all(self) -> Self {
+                self.flags(crate::ReqFlags::WAKEUP_ALL)
             }
 
             /// Sets the caller cookie, returned untouched in every event of this kevent
@@ -141,3 +156,54 @@ macro_rules! source_common {
     };
 }
 pub(crate) use source_common;
+
+/// Defines a builder of a kevent type whose id is an fd (`Socket`, `Pipe`, `Pollable`,
+/// `Inode`): the struct holding the fd holder, `new(fd, events)`, the common setters and its
+/// `Source` impl. One definition for the four.
+macro_rules! fd_source {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident: $type_:path, $events:ty;
+        $(#[$new_meta:meta])*
+        new;
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug)]
+        pub struct $name<F> {
+            fd: F,
+            raw: std::os::fd::RawFd,
+            events: $events,
+            common: crate::source::Common,
+        }
+
+        impl<F: std::os::fd::AsFd> $name<F> {
+            $(#[$new_meta])*
+            pub fn new(fd: F, events: $events) -> $name<F> {
+                let raw = std::os::fd::AsRawFd::as_raw_fd(&fd.as_fd());
+                $name {
+                    fd,
+                    raw,
+                    events,
+                    common: crate::source::Common::default(),
+                }
+            }
+        }
+
+        crate::source::source_common!($name<F>);
+
+        impl<F> crate::source::Source for $name<F> {
+            type Fd = F;
+
+            fn into_kevent(self) -> crate::source::Kevent<F> {
+                crate::source::Kevent::new(
+                    $type_,
+                    kevent_sys::kevent_id::from_raw([self.raw as u32, 0]),
+                    self.events.bits(),
+                    self.common,
+                    self.fd,
+                )
+            }
+        }
+    };
+}
+pub(crate) use fd_source;

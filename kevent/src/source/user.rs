@@ -15,7 +15,7 @@ use super::{Common, Kevent, NoFd, Source, source_common};
 /// use kevent::{Key, Queue, User, Timeout, Events, EventKind};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let queue = Queue::new()?;
-/// let _u = queue.add(User::new(7).cookie(70))?.registration();
+/// let _u = queue.add(User::new(7).cookie(70))?;
 /// let outcome = queue.ready(&[Key::user(7), Key::user(8)])?;
 /// assert_eq!(outcome.marked, 1);
 /// assert_eq!(outcome.missing, vec![Key::user(8)]);
