@@ -130,6 +130,7 @@ mod registration;
 mod ring;
 pub mod source;
 mod timeout;
+mod timers;
 
 pub use error::{Error, Op, Result};
 pub use event::{Event, EventKind, Events, Iter, Key};
@@ -143,3 +144,4 @@ pub use registration::{AddError, Added, Modify, Registration};
 pub use ring::{Batch, MAX_RING_SIZE, RingConsumer, SharedRing, Snapshot};
 pub use source::{Inode, NoFd, Pipe, Pollable, Signal, Signo, Socket, Timer, User};
 pub use timeout::{FOREVER_SECS, Timeout};
+pub use timers::{TimerId, Timers};

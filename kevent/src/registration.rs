@@ -203,6 +203,17 @@ impl Guard {
     }
 }
 
+impl Guard {
+    /// The kevent left the queue by itself (its ONESHOT delivery was seen): forget it
+    /// without a REMOVE.
+    fn forget_delivered(&mut self) {
+        let generation = std::mem::replace(&mut self.generation, 0);
+        if let Some(q) = self.queue.upgrade() {
+            q.keys.lock(self.key()).release(self.key(), generation);
+        }
+    }
+}
+
 impl Drop for Guard {
     fn drop(&mut self) {
         let _ = self.remove();
@@ -329,6 +340,12 @@ impl<F> Registration<F> {
         let Registration { mut guard, fd } = self;
         guard.remove()?;
         Ok(fd)
+    }
+
+    /// Drops a registration whose ONESHOT (or BROKEN) delivery was seen, without the REMOVE
+    /// that would only find nothing.
+    pub(crate) fn forget_delivered(mut self) {
+        self.guard.forget_delivered();
     }
 
     /// Starts a `kevent_ctl(KEVENT_CTL_MODIFY)`: change the event mask, the request flags
