@@ -49,6 +49,9 @@ pub enum Op {
     TimerGettime,
     /// `timer_delete`.
     TimerDelete,
+    /// Registering the queue fd with an async runtime's reactor, or waiting for it to be
+    /// readable (the `tokio` and `async-io` features).
+    Reactor,
 }
 
 impl Op {
@@ -71,6 +74,7 @@ impl Op {
             Op::TimerSettime => "timer_settime",
             Op::TimerGettime => "timer_gettime",
             Op::TimerDelete => "timer_delete",
+            Op::Reactor => "async reactor",
         }
     }
 }
@@ -137,6 +141,12 @@ impl Error {
             op,
             source: errno.into(),
         }
+    }
+
+    /// An `io::Error` from outside the ABI (an async runtime's reactor).
+    #[cfg(any(feature = "tokio", feature = "async-io"))]
+    pub(crate) fn io(op: Op, source: io::Error) -> Error {
+        Error::Os { op, source }
     }
 
     /// A condition found by this crate, with the error number the ABI uses for it.

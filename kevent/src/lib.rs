@@ -105,9 +105,12 @@
 //!
 //! # Async runtimes
 //!
-//! The queue fd is readable while events are ready, so a runtime can watch it through
-//! [`AsFd`](std::os::fd::AsFd) (`tokio::io::unix::AsyncFd`, `async-io`): await readability,
-//! then `get_events` with [`Timeout::NOW`]. See `examples/async_tokio.rs`.
+//! The queue fd is readable while events are ready. Two adapters, each behind its cargo
+//! feature, register it with a runtime's reactor and hand out events with no `unsafe` and no
+//! readiness protocol to get right: [`tokio::AsyncQueue`] (feature `tokio`) and
+//! [`async_io::AsyncQueue`] (feature `async-io`, for smol and async-std). Their `next()` is
+//! cancellation-safe. See `examples/async_tokio.rs` (tokio sockets next to kevent timers,
+//! signals and directory events) and `examples/async_smol.rs`.
 //!
 //! # What this crate leaves out
 //!
@@ -128,6 +131,8 @@ mod posix_timer;
 mod queue;
 mod registration;
 mod ring;
+#[cfg(any(feature = "tokio", feature = "async-io"))]
+mod runtime;
 pub mod source;
 mod timeout;
 mod timers;
@@ -145,3 +150,16 @@ pub use ring::{Batch, MAX_RING_SIZE, RingConsumer, SharedRing, Snapshot};
 pub use source::{Inode, NoFd, Pipe, Pollable, Signal, Signo, Socket, Timer, User};
 pub use timeout::{FOREVER_SECS, Timeout};
 pub use timers::{TimerId, Timers};
+
+/// The tokio adapter (feature `tokio`): [`tokio::AsyncQueue`].
+#[cfg(feature = "tokio")]
+pub mod tokio {
+    pub use crate::runtime::tokio::AsyncQueue;
+}
+
+/// The `async-io` adapter for smol and async-std (feature `async-io`):
+/// [`async_io::AsyncQueue`].
+#[cfg(feature = "async-io")]
+pub mod async_io {
+    pub use crate::runtime::async_io::AsyncQueue;
+}

@@ -15,7 +15,11 @@ fn expire(q: &Queue, t: &mut Timers, want: usize) -> Vec<(u64, Instant)> {
     let mut events = Events::with_capacity(16);
     let mut out = Vec::new();
     while out.len() < want {
-        assert!(Instant::now() < give_up, "only {} of {want} expired", out.len());
+        assert!(
+            Instant::now() < give_up,
+            "only {} of {want} expired",
+            out.len()
+        );
         q.get_events(&mut events, 1, give_up).unwrap();
         for e in &events {
             assert!(t.handles(&e), "only the driver's events are queued: {e:?}");
@@ -43,7 +47,10 @@ fn p31_equal_durations_do_not_collide_and_never_fire_early() {
     let tokens: HashSet<u64> = got.iter().map(|&(k, _)| k).collect();
     assert_eq!(tokens.len(), 50, "each deadline expires exactly once");
     for (token, at) in got {
-        assert!(at >= deadlines[token as usize], "connection {token} expired early");
+        assert!(
+            at >= deadlines[token as usize],
+            "connection {token} expired early"
+        );
     }
     assert!(t.is_empty());
     let mut events = Events::with_capacity(4);
@@ -64,7 +71,10 @@ fn p31_reset_later_postpones_and_cancel_removes() {
     let got = expire(&q, &mut t, 2);
     assert_eq!(got[0].0, 3);
     assert_eq!(got[1].0, 1);
-    assert!(got[1].1 >= later, "the reset deadline did not fire at its old time");
+    assert!(
+        got[1].1 >= later,
+        "the reset deadline did not fire at its old time"
+    );
     assert!(!t.reset(c, later).unwrap(), "an expired id is stale");
     assert_eq!(t.cancel(b), None);
 }
@@ -73,7 +83,9 @@ fn p31_reset_later_postpones_and_cancel_removes() {
 fn p31_reset_earlier_rearms_the_kevent() {
     let q = Queue::new().unwrap();
     let mut t = Timers::new(&q, COOKIE).unwrap();
-    let a = t.insert(Instant::now() + Duration::from_secs(3600), 1).unwrap();
+    let a = t
+        .insert(Instant::now() + Duration::from_secs(3600), 1)
+        .unwrap();
     let first = t.driver_key();
     let soon = Instant::now() + Duration::from_millis(10);
     assert!(t.reset(a, soon).unwrap());
