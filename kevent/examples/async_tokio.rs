@@ -50,11 +50,10 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     for conn in 0..3 {
         timers.insert_after(Duration::from_millis(30), conn)?;
     }
-    let _signal = queue.add(Signal::new(Signo::USR1).nomask().cookie(SIGNAL))?;
+    let _signal = queue.add(Signal::new(Signo::USR1).nomask().token(SIGNAL))?;
     let dir = std::env::temp_dir().join(format!("kevent-async-tokio-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let _dir =
-        queue.add(Inode::new(std::fs::File::open(&dir)?, InodeEvents::CREATE).cookie(DIR))?;
+    let _dir = queue.add(Inode::new(std::fs::File::open(&dir)?, InodeEvents::CREATE).token(DIR))?;
     let mut queue = AsyncQueue::new(queue)?;
 
     let echo = tokio::spawn(echo_round_trip());

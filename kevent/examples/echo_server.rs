@@ -47,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
-    let _accept = queue.add(Socket::new(&listener, SocketEvents::ACCEPT).cookie(LISTENER))?;
+    let _accept = queue.add(Socket::new(&listener, SocketEvents::ACCEPT).token(LISTENER))?;
 
     let clients: Vec<_> = (0..wanted)
         .map(|n| std::thread::spawn(move || client(addr, n)))
@@ -61,19 +61,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if Instant::now() >= deadline {
             return Err(format!("timed out after serving {served} of {wanted}").into());
         }
-        queue.get_events(
+        queue.wait(
             &mut events,
-            1,
             Timeout::at(std::time::SystemTime::now() + Duration::from_millis(200)),
         )?;
         for event in &events {
             if let Some(err) = event.error() {
-                println!("connection {} broken: {err}", event.cookie());
-                conns.remove(&event.cookie());
+                println!("connection {} broken: {err}", event.token());
+                conns.remove(&event.token());
                 served += 1;
                 continue;
             }
-            match (event.cookie(), event.kind()) {
+            match (event.token(), event.kind()) {
                 (LISTENER, _) => loop {
                     match listener.accept() {
                         Ok((stream, peer)) => {
@@ -82,7 +81,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             next_id += 1;
                             // Registered even if data already arrived (then queued).
                             let reg =
-                                queue.add(Socket::new(stream, SocketEvents::RECV).cookie(id))?;
+                                queue.add(Socket::new(stream, SocketEvents::RECV).token(id))?;
                             println!("connection {id} from {peer}");
                             conns.insert(id, reg);
                         }

@@ -20,8 +20,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let queue = Queue::new()?;
     println!("timer_signal: {} backend", queue.backend());
     let period = Duration::from_millis(20);
-    let _timer = queue.add(Timer::new(period).cookie(TICK))?;
-    let _signal = queue.add(Signal::new(Signo::USR1).nomask().cookie(USR1))?;
+    let _timer = queue.add(Timer::new(period).token(TICK))?;
+    let _signal = queue.add(Signal::new(Signo::USR1).nomask().token(USR1))?;
 
     let start = Instant::now();
     let (mut ticks, mut signals, mut sent) = (0u32, 0u32, 0u32);
@@ -30,7 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if start.elapsed() > Duration::from_secs(10) {
             return Err(format!("timed out: {ticks} ticks, {signals} signals").into());
         }
-        queue.get_events(&mut events, 1, Duration::from_secs(1))?;
+        queue.wait(&mut events, Duration::from_secs(1))?;
         for event in &events {
             match event.kind() {
                 EventKind::Timer {

@@ -15,7 +15,7 @@
 //!
 //! # 2. Sources
 //!
-//! Register what you want to hear about. Give each registration a cookie: it comes back in
+//! Register what you want to hear about. Give each registration a token (the ABI's `cookie`): it comes back in
 //! every event, so you know which connection or timer an event is about without looking the
 //! fd up.
 //!
@@ -30,9 +30,9 @@
 //! const LISTENER: u64 = 0;
 //! const TICK: u64 = 1;
 //! let accept = queue
-//!     .add(Socket::new(&listener, SocketEvents::ACCEPT).cookie(LISTENER))?;
+//!     .add(Socket::new(&listener, SocketEvents::ACCEPT).token(LISTENER))?;
 //! let tick = queue
-//!     .add(Timer::new(Duration::from_millis(10)).cookie(TICK))?;
+//!     .add(Timer::new(Duration::from_millis(10)).token(TICK))?;
 //! # drop((accept, tick));
 //! # Ok(()) }
 //! ```
@@ -55,7 +55,7 @@
 //! let queue = Queue::new()?;
 //! let listener = TcpListener::bind("127.0.0.1:0")?;
 //! listener.set_nonblocking(true)?;
-//! let _accept = queue.add(Socket::new(&listener, SocketEvents::ACCEPT).cookie(0))?;
+//! let _accept = queue.add(Socket::new(&listener, SocketEvents::ACCEPT).token(0))?;
 //! // The connections: each registration *owns* its stream.
 //! let mut conns: HashMap<u64, Registration<TcpStream>> = HashMap::new();
 //! let mut next_id = 1;
@@ -66,16 +66,16 @@
 //! let mut events = Events::with_capacity(64);
 //! let mut echoed = false;
 //! while !echoed {
-//!     queue.get_events(&mut events, 1, Timeout::FOREVER)?;
+//!     queue.wait(&mut events, Timeout::FOREVER)?;
 //!     for event in &events {
-//!         match (event.cookie(), event.kind()) {
+//!         match (event.token(), event.kind()) {
 //!             (0, _) => {
 //!                 // Level-triggered: drain the accept queue.
 //!                 while let Ok((stream, _)) = listener.accept() {
 //!                     stream.set_nonblocking(true)?;
 //!                     let id = next_id;
 //!                     next_id += 1;
-//!                     let reg = queue.add(Socket::new(stream, SocketEvents::RECV).cookie(id))?;
+//!                     let reg = queue.add(Socket::new(stream, SocketEvents::RECV).token(id))?;
 //!                     conns.insert(id, reg);
 //!                 }
 //!             }

@@ -121,7 +121,7 @@ impl Drop for Keys {
                 shard
                     .owner
                     .keys()
-                    .filter(|k| k.type_() == KEVENT_SIGNAL)
+                    .filter(|k| k.raw_type() == KEVENT_SIGNAL)
                     .map(|k| k.to_ukevent()),
             );
         }

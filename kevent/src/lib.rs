@@ -23,12 +23,12 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let queue = Queue::new()?;
 //! let listener = TcpListener::bind("127.0.0.1:0")?;
-//! let reg = queue.add(Socket::new(&listener, SocketEvents::ACCEPT).cookie(1))?;
+//! let reg = queue.add(Socket::new(&listener, SocketEvents::ACCEPT).token(1))?;
 //! let _client = TcpStream::connect(listener.local_addr()?)?;
 //! let mut events = Events::with_capacity(64);
-//! queue.get_events(&mut events, 1, Timeout::FOREVER)?;
+//! queue.wait(&mut events, Timeout::FOREVER)?;
 //! for event in &events {
-//!     assert_eq!(event.cookie(), 1);
+//!     assert_eq!(event.token(), 1);
 //!     assert!(matches!(event.kind(), EventKind::Socket { ready: SocketEvents::ACCEPT, .. }));
 //! }
 //! drop(reg); // REMOVE
@@ -47,8 +47,8 @@
 //! reuses the number can never be reported (**D10**). Dropping the registration unregisters
 //! the kevent (REMOVE) first, then drops the holder. See [`Registration`].
 //!
-//! **Events** come back from [`Queue::get_events`] into a reusable [`Events`] buffer (or from
-//! the ring, below). Each [`Event`] carries your cookie and decodes into an [`EventKind`]: which
+//! **Events** come back from [`Queue::wait`] into a reusable [`Events`] buffer (or from
+//! the ring, below). Each [`Event`] carries your token and decodes into an [`EventKind`]: which
 //! readiness of which socket, how many timer expirations, which signal, … A failed source is
 //! *BROKEN* ([`Event::error`] gives the `io::Error`) and unregistered.
 //!
@@ -69,9 +69,11 @@
 //! # Waiting
 //!
 //! Every wait takes a [`Timeout`]: [`Timeout::NOW`] (do not block), a relative `Duration`,
-//! an absolute `SystemTime`, or [`Timeout::FOREVER`]. [`Queue::get_events`] also takes a
-//! minimum count: it returns once that many events are ready (**D4**). [`Queue::wake`] makes
-//! every waiter return at once. A queue built [`nonblocking`](Builder::nonblocking) never
+//! an `Instant` deadline, an absolute `SystemTime`, or [`Timeout::FOREVER`].
+//! [`Queue::wait`] returns once an event is ready; [`Queue::wait_at_least`] once `min` are
+//! (**D4**). [`Queue::wake`] makes
+//! every thread waiting at that moment return at once; with nobody waiting, only the next
+//! wait returns at once (**P7**). A queue built [`nonblocking`](Builder::nonblocking) never
 //! blocks.
 //!
 //! # The ring and commits
@@ -98,8 +100,10 @@
 //! # Threads
 //!
 //! [`Queue`] is `Send + Sync`: any thread may add, remove, mark ready and wait, at the same
-//! time. Each ready kevent is delivered to one waiter (all of them with
-//! [`ReqFlags::WAKEUP_ALL`]), never twice. [`SharedRing`] lets several threads consume one
+//! time. Each ready kevent is delivered once, to one waiter, never twice. Its notification
+//! wakes one waiting thread; with [`ReqFlags::WAKEUP_ALL`] it wakes every waiting thread,
+//! one of which gets the event while the others return with whatever else is ready
+//! (possibly nothing). [`SharedRing`] lets several threads consume one
 //! ring: each claims a [`Batch`] of entries, and a commit happens only over a prefix every
 //! thread has finished, because a commit releases every slot before it (**D13**).
 //!
@@ -116,11 +120,25 @@
 //!
 //! Kernel AIO (`KEVENT_AIO`, created by `aio_sendfile`) has no builder; its events decode
 //! as [`EventKind::Aio`]. NAIO does not exist (ADD answers `ENOSYS`). The normative contract
-//! is the project's `kevent-abi.md`; the [`guide`] walks through a first event loop.
+//! is the project's `kevent-abi.md`; the rule numbers these docs cite (**D7**, **P30**) are
+//! summarised in [`rules`]. The [`guide`] walks through a first event loop.
+//!
+//! # The fallback's costs
+//!
+//! On a stock kernel the fallback engine runs the queue in user space. Two things differ
+//! from a kevent kernel and are worth knowing: signal kevents are fed by a process-wide
+//! handler, which a handler installed later (`sigaction`, `tokio::signal`, `ctrlc`,
+//! `signal-hook`) replaces (see [`Signal`]); and an idle waiter wakes periodically to notice
+//! that its queue fd was closed (the engine's docs give the period).
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![doc(test(attr(deny(warnings))))]
+
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "kevent: the kevent ABI exists on Linux only (a kevent kernel, or the fallback engine over epoll, timerfd, eventfd and inotify)"
+);
 
 mod error;
 mod event;
@@ -131,6 +149,7 @@ mod posix_timer;
 mod queue;
 mod registration;
 mod ring;
+pub mod rules;
 #[cfg(any(feature = "tokio", feature = "async-io"))]
 mod runtime;
 pub mod source;

@@ -52,7 +52,7 @@ impl Inner {
 ///
 /// The fd is pollable (readable while events are ready, or after a [`Queue::wake`]), so a
 /// queue can sit inside epoll, an async runtime (`AsFd`), or another queue
-/// ([`Poll`](crate::Poll)).
+/// ([`Pollable`](crate::Pollable)).
 ///
 /// ```
 /// use kevent::{Events, Queue, Timeout, User, Key};
@@ -61,7 +61,7 @@ impl Inner {
 /// let _u = queue.add(User::new(5))?;
 /// queue.ready(&[Key::user(5)])?;
 /// let mut events = Events::with_capacity(16);
-/// let n = queue.get_events(&mut events, 1, Timeout::FOREVER)?;
+/// let n = queue.wait(&mut events, Timeout::FOREVER)?;
 /// assert_eq!(n, 1);
 /// # Ok(()) }
 /// ```
@@ -451,7 +451,7 @@ impl Queue {
     /// not found are copied to the start of `arg`"). An empty `keys` marks nothing (use
     /// [`Queue::wake`] to wake waiters).
     ///
-    /// A mark on a socket, pipe or poll kevent (decision P6 in `docs/decisions.md`) is
+    /// A mark on a socket, pipe or poll kevent (decision **P6**, see [`rules`](crate::rules)) is
     /// re-checked like any queued state event when the kevent has
     /// [`ReqFlags::LAST_CHECK`](crate::ReqFlags::LAST_CHECK) (poll kevents always do): if
     /// its source is not ready at delivery, nothing is delivered. Without LAST_CHECK the
@@ -491,6 +491,25 @@ impl Queue {
             .map(drop)
     }
 
+    /// `kevent_get_events(fd, 1, capacity, timeout, buf, flags)`—Waits until a kevent is
+    /// ready, the timeout passes or a [`Queue::wake`] comes, then fills `events` with up to
+    /// its capacity of ready events and returns how many.
+    ///
+    /// Returns 0 on timeout (and on a wake-up with nothing ready). Level kevents whose source
+    /// is still ready come back in every call (**D7**); occurrences (timer expiries, signals,
+    /// marks) are consumed by the call that reports them. If the queue has a ring, each event
+    /// is also written to the ring (and carries `COPY_FAILED` if the ring is full), so a queue
+    /// with a ring is best consumed through [`Queue::ring`] or [`Queue::shared_ring`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::wait_at_least`].
+    #[doc(alias = "kevent_get_events")]
+    #[doc(alias = "get_events")]
+    pub fn wait(&self, events: &mut Events, timeout: impl Into<Timeout>) -> Result<usize> {
+        self.wait_at_least(events, 1, timeout)
+    }
+
     /// `kevent_get_events(fd, min, capacity, timeout, buf, flags)`—Waits until at least
     /// `max(min, 1)` kevents are ready (**D4**), the timeout passes or a [`Queue::wake`]
     /// comes, then fills `events` with up to its capacity of them and returns how many.
@@ -507,7 +526,8 @@ impl Queue {
     /// the call, as [`Error::Invalid`]), for a timeout the ABI refuses, or when the fd is not
     /// a queue; `EBADF` for a closed fd. (The other argument errors of D15, `max_nr == 0`
     /// and a NULL buffer, cannot happen: an [`Events`] holds at least one event.)
-    pub fn get_events(
+    #[doc(alias = "kevent_get_events")]
+    pub fn wait_at_least(
         &self,
         events: &mut Events,
         min: usize,

@@ -165,7 +165,7 @@ impl<F> From<AddError<F>> for Box<dyn std::error::Error + 'static> {
 #[derive(Debug)]
 pub(crate) struct Guard {
     queue: Weak<Inner>,
-    /// The entry as registered (event, flags, cookie), for MODIFY.
+    /// The entry as registered (event, flags, token), for MODIFY.
     uk: ukevent,
     /// Which registration of the key this is (0: removed).
     generation: u64,
@@ -297,8 +297,9 @@ impl<F> Registration<F> {
         self.guard.key()
     }
 
-    /// The cookie it was registered (or last modified) with.
-    pub fn cookie(&self) -> u64 {
+    /// The token (the ABI's `cookie`) it was registered (or last modified) with.
+    #[doc(alias = "cookie")]
+    pub fn token(&self) -> u64 {
         self.guard.uk.cookie()
     }
 
@@ -349,7 +350,7 @@ impl<F> Registration<F> {
     }
 
     /// Starts a `kevent_ctl(KEVENT_CTL_MODIFY)`: change the event mask, the request flags
-    /// and/or the cookie, then [`Modify::apply`]. Unchanged fields keep their values.
+    /// and/or the token, then [`Modify::apply`]. Unchanged fields keep their values.
     pub fn modify(&mut self) -> Modify<'_, F> {
         let uk = self.guard.uk;
         Modify { reg: self, uk }
@@ -393,8 +394,8 @@ impl<F: AsFd> AsFd for Registration<F> {
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let queue = Queue::new()?;
 /// let mut reg = queue.add(User::new(1))?;
-/// reg.modify().flags(ReqFlags::ONESHOT).cookie(9).apply()?;
-/// assert_eq!(reg.cookie(), 9);
+/// reg.modify().flags(ReqFlags::ONESHOT).token(9).apply()?;
+/// assert_eq!(reg.token(), 9);
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
@@ -419,14 +420,15 @@ impl<F> Modify<'_, F> {
         self
     }
 
-    /// The new cookie.
-    pub fn cookie(mut self, cookie: u64) -> Self {
-        self.uk.set_cookie(cookie);
+    /// The new token (the ABI's `cookie`).
+    #[doc(alias = "cookie")]
+    pub fn token(mut self, token: u64) -> Self {
+        self.uk.set_cookie(token);
         self
     }
 
     /// `kevent_ctl(KEVENT_CTL_MODIFY)`—Replaces the kevent's event mask, request flags and
-    /// cookie.
+    /// token.
     ///
     /// For a socket, pipe or poll kevent the source is re-evaluated under the new mask, as
     /// `EPOLL_CTL_MOD` does (**D17**): if it is ready now the kevent is queued (with

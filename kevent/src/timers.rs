@@ -1,21 +1,5 @@
 //! [`Timers`]: any number of deadlines, with the same duration or not, multiplexed over one
 //! `KEVENT_TIMER` kevent (decision P31).
-//!
-//! The ABI names a TIMER kevent by its interval (spec section 5), so a queue holds one timer
-//! per interval, and moving a deadline is REMOVE + ADD. A server wants the opposite: a
-//! deadline per connection, most of them the same idle timeout, moved on every request. This
-//! module keeps the deadlines in user memory (a binary heap with lazy entries, over a slab)
-//! and keeps **one** ONESHOT TIMER kevent armed at the earliest of them:
-//!
-//! * [`Timers::insert`] and [`Timers::reset`] to a *later* time (the idle timeout's case)
-//!   make no system call; only a deadline earlier than the armed one re-arms the kevent
-//!   (REMOVE + ADD of one entry).
-//! * [`Timers::cancel`] makes no system call.
-//! * [`Timers::pop_expired`] hands out the tokens of the deadlines that have passed, then
-//!   re-arms the kevent at the next one.
-//!
-//! The kernel (or the fallback engine) holds one timer per `Timers`, whatever the number of
-//! deadlines.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -53,10 +37,25 @@ struct Slot {
 type Entry = Reverse<(Instant, u32, u32)>;
 
 /// Deadlines multiplexed over one `KEVENT_TIMER` kevent (ONESHOT, re-armed at the earliest
-/// deadline): as many timers as you like, with equal durations, cheap to move. See the
-/// [module docs](self).
+/// deadline): as many timers as you like, with equal durations, cheap to move.
 ///
-/// Events of the driving kevent carry the cookie given to [`Timers::new`]; pass them to
+/// The ABI names a TIMER kevent by its interval (spec section 5), so a queue holds one timer
+/// per interval, and moving a deadline is REMOVE + ADD. A server wants the opposite: a
+/// deadline per connection, most of them the same idle timeout, moved on every request. This
+/// module keeps the deadlines in user memory (a binary heap with lazy entries, over a slab)
+/// and keeps **one** ONESHOT TIMER kevent armed at the earliest of them:
+///
+/// * [`Timers::insert`] and [`Timers::reset`] to a *later* time (the idle timeout's case)
+///   make no system call; only a deadline earlier than the armed one re-arms the kevent
+///   (REMOVE + ADD of one entry).
+/// * [`Timers::cancel`] makes no system call.
+/// * [`Timers::pop_expired`] hands out the tokens of the deadlines that have passed, then
+///   re-arms the kevent at the next one.
+///
+/// The kernel (or the fallback engine) holds one timer per `Timers`, whatever the number of
+/// deadlines.
+///
+/// Events of the driving kevent carry the token given to [`Timers::new`]; pass them to
 /// [`Timers::handles`] (which saves a REMOVE), and call [`Timers::pop_expired`] after each
 /// wait. Deadlines never fire early; they fire late by the wait's latency.
 ///
@@ -76,7 +75,7 @@ type Entry = Reverse<(Instant, u32, u32)>;
 /// let mut events = Events::with_capacity(8);
 /// let mut expired = Vec::new();
 /// while expired.len() < 3 {
-///     queue.get_events(&mut events, 1, Timeout::FOREVER)?;
+///     queue.wait(&mut events, Timeout::FOREVER)?;
 ///     for event in &events {
 ///         timers.handles(&event);
 ///     }
@@ -90,7 +89,7 @@ type Entry = Reverse<(Instant, u32, u32)>;
 #[derive(Debug)]
 pub struct Timers {
     queue: Queue,
-    cookie: u64,
+    token: u64,
     slots: Vec<Slot>,
     free: Vec<u32>,
     heap: BinaryHeap<Entry>,
@@ -104,16 +103,16 @@ pub struct Timers {
 const EEXIST_TRIES: u32 = 64;
 
 impl Timers {
-    /// An empty set of deadlines on `queue`; its driving kevent's events carry `cookie`.
+    /// An empty set of deadlines on `queue`; its driving kevent's events carry `token`.
     /// Holds a handle of the queue ([`Queue::try_clone`]).
     ///
     /// # Errors
     ///
     /// None today (see [`Queue::try_clone`]).
-    pub fn new(queue: &Queue, cookie: u64) -> Result<Timers> {
+    pub fn new(queue: &Queue, token: u64) -> Result<Timers> {
         Ok(Timers {
             queue: queue.try_clone()?,
-            cookie,
+            token,
             slots: Vec::new(),
             free: Vec::new(),
             heap: BinaryHeap::new(),
@@ -122,9 +121,9 @@ impl Timers {
         })
     }
 
-    /// The cookie of the driving kevent's events.
-    pub fn cookie(&self) -> u64 {
-        self.cookie
+    /// The token of the driving kevent's events.
+    pub fn token(&self) -> u64 {
+        self.token
     }
 
     /// How many deadlines are pending.
@@ -233,7 +232,7 @@ impl Timers {
         let Some((reg, _)) = &self.driver else {
             return false;
         };
-        if event.cookie() != self.cookie || event.key() != reg.key() {
+        if event.token() != self.token || event.key() != reg.key() {
             return false;
         }
         if event.is_done() {
@@ -355,7 +354,7 @@ impl Timers {
             .saturating_duration_since(now)
             .max(Duration::from_nanos(1));
         for _ in 0..EEXIST_TRIES {
-            match self.queue.add(Timer::oneshot(after).cookie(self.cookie)) {
+            match self.queue.add(Timer::oneshot(after).token(self.token)) {
                 Ok(reg) => {
                     self.driver = Some((reg, now + after));
                     return Ok(());

@@ -49,13 +49,7 @@ fn next_hears_a_mark_from_another_thread_and_cancelling_loses_nothing() {
         t.join().unwrap();
         let mut events = kevent::Events::with_capacity(4);
         q.get_ref().ready(&[Key::user(1)]).unwrap();
-        assert_eq!(
-            within(HANG, q.get_events(&mut events))
-                .await
-                .unwrap()
-                .unwrap(),
-            1
-        );
+        assert_eq!(within(HANG, q.wait(&mut events)).await.unwrap().unwrap(), 1);
         assert!(q.into_inner().is_ok());
     });
 }

@@ -89,12 +89,12 @@ fn a_level_socket_is_reported_by_every_next() {
         let (a, mut b) = UnixStream::pair().unwrap();
         let _reg = q
             .get_ref()
-            .add(Socket::new(&a, SocketEvents::RECV).cookie(5))
+            .add(Socket::new(&a, SocketEvents::RECV).token(5))
             .unwrap();
         b.write_all(b"x").unwrap();
         for _ in 0..3 {
             let e = tokio::time::timeout(HANG, q.next()).await.unwrap().unwrap();
-            assert_eq!(e.cookie(), 5);
+            assert_eq!(e.token(), 5);
         }
     });
 }
@@ -109,7 +109,7 @@ fn get_events_fills_a_buffer() {
         let keys: Vec<Key> = (0..4).map(Key::user).collect();
         q.get_ref().ready(&keys).unwrap();
         let mut events = kevent::Events::with_capacity(8);
-        let n = tokio::time::timeout(HANG, q.get_events(&mut events))
+        let n = tokio::time::timeout(HANG, q.wait(&mut events))
             .await
             .unwrap()
             .unwrap();

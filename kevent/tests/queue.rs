@@ -65,14 +65,10 @@ fn s3_nonblocking_queue_never_blocks() {
     let q = Queue::builder().nonblocking(true).build().unwrap();
     let mut events = Events::with_capacity(4);
     let t = Instant::now();
-    assert_eq!(q.get_events(&mut events, 1, Timeout::FOREVER).unwrap(), 0);
+    assert_eq!(q.wait(&mut events, Timeout::FOREVER).unwrap(), 0);
     assert!(t.elapsed() < Duration::from_secs(1));
     q.set_nonblocking(false).unwrap();
-    assert_eq!(
-        q.get_events(&mut events, 1, Duration::from_millis(20))
-            .unwrap(),
-        0
-    );
+    assert_eq!(q.wait(&mut events, Duration::from_millis(20)).unwrap(), 0);
 }
 
 #[test]
@@ -101,13 +97,11 @@ fn d4_get_events_waits_for_min() {
             }
         });
         let mut total = q
-            .get_events(&mut events, 3, Duration::from_secs(5))
+            .wait_at_least(&mut events, 3, Duration::from_secs(5))
             .unwrap();
         // A backend may return early with fewer only on timeout; then collect the rest.
         while total < 3 {
-            total += q
-                .get_events(&mut events, 1, Duration::from_secs(5))
-                .unwrap();
+            total += q.wait(&mut events, Duration::from_secs(5)).unwrap();
         }
         assert_eq!(total, 3);
     });
@@ -119,28 +113,24 @@ fn s3_timeouts_relative_absolute_and_now() {
     let q = Queue::new().unwrap();
     let mut events = Events::with_capacity(4);
     let t = Instant::now();
-    assert_eq!(q.get_events(&mut events, 1, Timeout::NOW).unwrap(), 0);
+    assert_eq!(q.wait(&mut events, Timeout::NOW).unwrap(), 0);
     let d = Duration::from_millis(30);
     let t = {
         let _ = t;
         Instant::now()
     };
-    assert_eq!(q.get_events(&mut events, 1, d).unwrap(), 0);
+    assert_eq!(q.wait(&mut events, d).unwrap(), 0);
     assert!(t.elapsed() >= d, "relative timeout returned early");
     let t = Instant::now();
     let at = SystemTime::now() + d;
-    assert_eq!(q.get_events(&mut events, 1, Timeout::at(at)).unwrap(), 0);
+    assert_eq!(q.wait(&mut events, Timeout::at(at)).unwrap(), 0);
     assert!(SystemTime::now() >= at, "absolute timeout returned early");
     assert!(t.elapsed() < Duration::from_secs(5));
     // A past absolute time does not block.
     let past = SystemTime::now() - Duration::from_secs(60);
-    assert_eq!(q.get_events(&mut events, 1, past).unwrap(), 0);
+    assert_eq!(q.wait(&mut events, past).unwrap(), 0);
     // Sub-millisecond: waits, not "do not block".
-    assert_eq!(
-        q.get_events(&mut events, 1, Duration::from_micros(300))
-            .unwrap(),
-        0
-    );
+    assert_eq!(q.wait(&mut events, Duration::from_micros(300)).unwrap(), 0);
 }
 
 #[test]
@@ -228,13 +218,10 @@ fn instant_deadlines() {
     let mut events = Events::with_capacity(4);
     let start = Instant::now();
     assert_eq!(
-        q.get_events(&mut events, 1, start + Duration::from_millis(20))
+        q.wait(&mut events, start + Duration::from_millis(20))
             .unwrap(),
         0
     );
     assert!(start.elapsed() >= Duration::from_millis(20));
-    assert_eq!(
-        q.get_events(&mut events, 1, Timeout::until(start)).unwrap(),
-        0
-    );
+    assert_eq!(q.wait(&mut events, Timeout::until(start)).unwrap(), 0);
 }

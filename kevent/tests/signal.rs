@@ -21,7 +21,7 @@ fn raise(signo: i32) {
 fn s5_nomask_signal_is_reported_with_its_count() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let q = Queue::new().unwrap();
-    let reg = q.add(Signal::new(Signo::USR1).nomask().cookie(1)).unwrap();
+    let reg = q.add(Signal::new(Signo::USR1).nomask().token(1)).unwrap();
     assert_eq!(reg.key(), Key::signal(Signo::USR1, true));
     raise(libc::SIGUSR1);
     raise(libc::SIGUSR1);

@@ -38,12 +38,12 @@ fn s3_ready_socket_is_returned_by_add_and_not_registered() {
     let (a, mut b) = pair();
     b.write_all(b"x").unwrap();
     match q
-        .add_or_ready(Socket::new(&a, SocketEvents::RECV).cookie(7))
+        .add_or_ready(Socket::new(&a, SocketEvents::RECV).token(7))
         .unwrap()
     {
         Added::Ready { event, fd } => {
             assert_eq!(event.ret_flags(), RetFlags::DONE);
-            assert_eq!(event.cookie(), 7);
+            assert_eq!(event.token(), 7);
             assert!(matches!(
                 event.kind(),
                 EventKind::Socket {
@@ -166,13 +166,13 @@ fn d10_an_owned_stream_lives_in_the_registration() {
     let q = Queue::new().unwrap();
     let (a, mut b) = pair();
     let raw = a.as_raw_fd();
-    let reg = q.add(Socket::new(a, SocketEvents::RECV).cookie(3)).unwrap();
+    let reg = q.add(Socket::new(a, SocketEvents::RECV).token(3)).unwrap();
     assert_eq!(reg.get_ref().as_raw_fd(), raw);
     b.write_all(b"x").unwrap();
     expect_events(
         &q,
         vec![ExpectEvent::with(key(reg.get_ref()), "cookie 3", |e| {
-            e.cookie() == 3
+            e.token() == 3
         })],
     );
     let mut a = reg.remove().unwrap();
@@ -285,21 +285,19 @@ fn p30_a_failed_owned_source_comes_back() {
 fn s3_modify_replaces_events_flags_and_cookie() {
     let q = Queue::new().unwrap();
     let (a, _b) = pair();
-    let mut reg = q
-        .add(Socket::new(&a, SocketEvents::RECV).cookie(1))
-        .unwrap();
+    let mut reg = q.add(Socket::new(&a, SocketEvents::RECV).token(1)).unwrap();
     expect_no_events(&q, QUIET);
     reg.modify()
         .events(SocketEvents::SEND)
-        .cookie(2)
+        .token(2)
         .apply()
         .unwrap();
-    assert_eq!(reg.cookie(), 2);
+    assert_eq!(reg.token(), 2);
     assert_eq!(reg.event_mask(), SocketEvents::SEND.bits());
     expect_events(
         &q,
         vec![ExpectEvent::with(key(&a), "SEND, cookie 2", |e| {
-            e.cookie() == 2
+            e.token() == 2
                 && matches!(
                     e.kind(),
                     EventKind::Socket {
@@ -320,7 +318,7 @@ fn s3_modify_of_a_delivered_oneshot_is_enoent() {
         .unwrap();
     b.write_all(b"x").unwrap();
     expect_events(&q, vec![readable(&a)]);
-    let err = reg.modify().cookie(5).apply().unwrap_err();
+    let err = reg.modify().token(5).apply().unwrap_err();
     assert_eq!(err.op(), kevent::Op::Modify);
     assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
 }
@@ -332,23 +330,21 @@ fn s3_modify_of_a_delivered_oneshot_is_enoent() {
 fn d14_per_entry_results_of_modify_and_remove_reach_the_user() {
     let q = Queue::new().unwrap();
     let (a, mut b) = pair();
-    let mut reg = q
-        .add(Socket::new(&a, SocketEvents::RECV).cookie(1))
-        .unwrap();
+    let mut reg = q.add(Socket::new(&a, SocketEvents::RECV).token(1)).unwrap();
     let err = reg
         .modify()
         .flags(ReqFlags::from_bits_retain(0x4000))
-        .cookie(2)
+        .token(2)
         .apply()
         .unwrap_err();
     assert_eq!(err.op(), kevent::Op::Modify);
     assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
-    assert_eq!(reg.cookie(), 1, "a failed MODIFY changes nothing");
+    assert_eq!(reg.token(), 1, "a failed MODIFY changes nothing");
     b.write_all(b"x").unwrap();
     expect_events(
         &q,
         vec![ExpectEvent::with(key(&a), "RECV, cookie 1", |e| {
-            e.cookie() == 1
+            e.token() == 1
         })],
     );
     let oneshot = q
@@ -373,16 +369,16 @@ fn d17_modify_reevaluates_the_socket() {
         .add(Socket::new(&a, SocketEvents::RECV).flags(ReqFlags::ET))
         .unwrap();
     assert!(reg.ready().unwrap());
-    reg.modify().cookie(4).apply().unwrap();
+    reg.modify().token(4).apply().unwrap();
     expect_no_events(&q, QUIET);
     b.write_all(b"x").unwrap();
     expect_events(&q, vec![readable(&a)]);
     expect_no_events(&q, QUIET);
-    reg.modify().cookie(5).apply().unwrap();
+    reg.modify().token(5).apply().unwrap();
     expect_events(
         &q,
         vec![ExpectEvent::with(key(&a), "RECV, cookie 5", |e| {
-            e.cookie() == 5
+            e.token() == 5
         })],
     );
     expect_no_events(&q, QUIET);
@@ -393,7 +389,7 @@ fn s5_listener_reports_accept() {
     let q = Queue::new().unwrap();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let _reg = q
-        .add(Socket::new(&l, SocketEvents::ACCEPT).cookie(9))
+        .add(Socket::new(&l, SocketEvents::ACCEPT).token(9))
         .unwrap();
     let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     expect_events(

@@ -40,7 +40,7 @@ fn s5_oneshot_timer_fires_once_and_never_early() {
         let d = Duration::from_millis(15) + Duration::from_nanos(i);
         let before_ms = monotonic_ms();
         let start = Instant::now();
-        let reg = q.add(Timer::oneshot(d).cookie(i)).unwrap();
+        let reg = q.add(Timer::oneshot(d).token(i)).unwrap();
         let seen = expect_events(&q, vec![ExpectEvent::key(timer_key(d))]);
         let elapsed = start.elapsed();
         assert!(elapsed >= d, "fired early: {elapsed:?} < {d:?}");
@@ -49,7 +49,7 @@ fn s5_oneshot_timer_fires_once_and_never_early() {
             "a oneshot is unregistered: {:?}",
             seen[0]
         );
-        assert_eq!(seen[0].cookie(), i);
+        assert_eq!(seen[0].token(), i);
         assert_eq!(expirations(&seen[0]), 1);
         if let EventKind::Timer {
             expired_at_ms,
@@ -78,7 +78,7 @@ fn d8_periodic_timer_keeps_firing_and_counts_missed_periods() {
     let mut events = Events::with_capacity(8);
     let mut total = 0u64;
     while total < 6 {
-        q.get_events(&mut events, 1, Timeout::FOREVER).unwrap();
+        q.wait(&mut events, Timeout::FOREVER).unwrap();
         for e in &events {
             assert_eq!(e.key(), timer_key(period));
             assert!(!e.is_done(), "periodic stays registered");
@@ -89,7 +89,7 @@ fn d8_periodic_timer_keeps_firing_and_counts_missed_periods() {
     }
     // Missed periods are coalesced into one event with their count (D8).
     std::thread::sleep(period * 5);
-    q.get_events(&mut events, 1, Timeout::FOREVER).unwrap();
+    q.wait(&mut events, Timeout::FOREVER).unwrap();
     assert_eq!(events.len(), 1);
     let n = events.get(0).map(|e| expirations(&e)).unwrap_or(0);
     assert!(n >= 4, "expected coalesced expirations, got {n}");
@@ -139,7 +139,7 @@ fn d9_posix_timer_interval_keeps_firing_with_its_cookie() {
     while total < 3 {
         let seen = expect_events(
             &q,
-            vec![ExpectEvent::with(key, "cookie", |e| e.cookie() == 0xabc)],
+            vec![ExpectEvent::with(key, "cookie", |e| e.token() == 0xabc)],
         );
         total += expirations(&seen[0]);
         assert!(
@@ -150,7 +150,7 @@ fn d9_posix_timer_interval_keeps_firing_with_its_cookie() {
     t.disarm().unwrap();
     // Drain an expiry that may have raced the disarm, then nothing.
     let mut events = Events::with_capacity(4);
-    q.get_events(&mut events, 1, Timeout::NOW).unwrap();
+    q.wait(&mut events, Timeout::NOW).unwrap();
     expect_no_events(&q, Duration::from_millis(40));
     t.delete().unwrap();
 }

@@ -20,7 +20,7 @@ fn expire(q: &Queue, t: &mut Timers, want: usize) -> Vec<(u64, Instant)> {
             "only {} of {want} expired",
             out.len()
         );
-        q.get_events(&mut events, 1, give_up).unwrap();
+        q.wait(&mut events, give_up).unwrap();
         for e in &events {
             assert!(t.handles(&e), "only the driver's events are queued: {e:?}");
         }
@@ -54,7 +54,7 @@ fn p31_equal_durations_do_not_collide_and_never_fire_early() {
     }
     assert!(t.is_empty());
     let mut events = Events::with_capacity(4);
-    assert_eq!(q.get_events(&mut events, 1, Timeout::NOW).unwrap(), 0);
+    assert_eq!(q.wait(&mut events, Timeout::NOW).unwrap(), 0);
 }
 
 #[test]
@@ -101,7 +101,7 @@ fn p31_reset_earlier_rearms_the_kevent() {
 fn p31_coexists_with_plain_timers() {
     let q = Queue::new().unwrap();
     let plain = Duration::from_millis(10);
-    let _mine = q.add(Timer::oneshot(plain).cookie(1)).unwrap();
+    let _mine = q.add(Timer::oneshot(plain).token(1)).unwrap();
     let mut t = Timers::new(&q, COOKIE).unwrap();
     t.insert_after(plain, 9).unwrap();
     let give_up = Instant::now() + Duration::from_secs(5);
@@ -109,10 +109,10 @@ fn p31_coexists_with_plain_timers() {
     let mut events = Events::with_capacity(8);
     while !(mine && theirs) {
         assert!(Instant::now() < give_up, "mine {mine}, timers {theirs}");
-        q.get_events(&mut events, 1, give_up).unwrap();
+        q.wait(&mut events, give_up).unwrap();
         for e in &events {
             if !t.handles(&e) {
-                assert_eq!(e.cookie(), 1);
+                assert_eq!(e.token(), 1);
                 mine = true;
             }
         }

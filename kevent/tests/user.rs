@@ -12,13 +12,13 @@ const QUIET: Duration = Duration::from_millis(50);
 #[test]
 fn s5_user_event_is_ready_only_when_marked() {
     let q = Queue::new().unwrap();
-    let reg = q.add(User::new(42).cookie(4200)).unwrap();
+    let reg = q.add(User::new(42).token(4200)).unwrap();
     expect_no_events(&q, QUIET);
     assert!(reg.ready().unwrap());
     let seen = expect_events(
         &q,
         vec![ExpectEvent::with(Key::user(42), "cookie", |e| {
-            e.cookie() == 4200
+            e.token() == 4200
         })],
     );
     assert_eq!(seen[0].kind(), EventKind::User { id: 42 });
@@ -79,7 +79,7 @@ fn s3_wake_returns_a_waiter_with_nothing() {
     std::thread::scope(|s| {
         let waiter = s.spawn(|| {
             let mut events = Events::with_capacity(4);
-            q.get_events(&mut events, 1, Timeout::FOREVER).unwrap()
+            q.wait(&mut events, Timeout::FOREVER).unwrap()
         });
         std::thread::sleep(Duration::from_millis(30));
         q.wake().unwrap();
@@ -90,11 +90,7 @@ fn s3_wake_returns_a_waiter_with_nothing() {
     q.wake().unwrap();
     let mut events = Events::with_capacity(4);
     let t = Instant::now();
-    assert_eq!(
-        q.get_events(&mut events, 1, Duration::from_secs(5))
-            .unwrap(),
-        0
-    );
+    assert_eq!(q.wait(&mut events, Duration::from_secs(5)).unwrap(), 0);
     assert!(t.elapsed() < Duration::from_secs(2));
 }
 
@@ -109,9 +105,7 @@ fn s4_each_ready_kevent_goes_to_one_of_many_waiters() {
             s.spawn(|| {
                 let mut events = Events::with_capacity(8);
                 loop {
-                    let n = q
-                        .get_events(&mut events, 1, Duration::from_millis(200))
-                        .unwrap();
+                    let n = q.wait(&mut events, Duration::from_millis(200)).unwrap();
                     if n == 0 {
                         return;
                     }

@@ -414,7 +414,7 @@ fn serve_safe(backend: Backend, listener: &TcpListener, stop: &AtomicBool) -> Se
         .add(
             Socket::new(listener, SocketEvents::ACCEPT)
                 .flags(ReqFlags::ALWAYS_QUEUE)
-                .cookie(LISTENER),
+                .token(LISTENER),
         )
         .expect("ADD listener");
     let lfd = listener.as_raw_fd();
@@ -423,10 +423,10 @@ fn serve_safe(backend: Backend, listener: &TcpListener, stop: &AtomicBool) -> Se
     let mut accepted: Vec<TcpStream> = vec![];
     let timeout = Duration::from_millis(50);
     while !stop.load(Ordering::Relaxed) {
-        let _ = q.get_events(&mut events, 1, timeout);
+        let _ = q.wait(&mut events, timeout);
         st.waits += 1;
         for ev in &events {
-            if ev.cookie() == LISTENER {
+            if ev.token() == LISTENER {
                 accept_all(lfd, |c| {
                     if let Ok(fd) = os::owned(c) {
                         accepted.push(TcpStream::from(fd));
@@ -434,7 +434,7 @@ fn serve_safe(backend: Backend, listener: &TcpListener, stop: &AtomicBool) -> Se
                 });
                 continue;
             }
-            let fd = ev.cookie() as usize;
+            let fd = ev.token() as usize;
             let Some(Some((reg, conn))) = conns.get_mut(fd) else {
                 continue;
             };
@@ -468,7 +468,7 @@ fn serve_safe(backend: Backend, listener: &TcpListener, stop: &AtomicBool) -> Se
                 let fd = s.as_raw_fd();
                 Socket::new(s, SocketEvents::RECV)
                     .flags(ReqFlags::ALWAYS_QUEUE)
-                    .cookie(fd as u64)
+                    .token(fd as u64)
             });
             // A refused stream is handed back inside its error, dropped here: closed.
             for reg in q.add_all(sources).into_iter().flatten() {

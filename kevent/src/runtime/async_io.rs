@@ -103,11 +103,12 @@ impl AsyncQueue {
     ///
     /// As [`AsyncQueue::next`]. Events that [`AsyncQueue::next`] took and has not handed
     /// out yet stay there for it.
-    pub async fn get_events(&self, events: &mut Events) -> Result<usize> {
+    #[doc(alias = "get_events")]
+    pub async fn wait(&self, events: &mut Events) -> Result<usize> {
         let mut failed = None;
         let n = self
             .io
-            .read_with(|q| match q.get_events(events, 1, Timeout::NOW) {
+            .read_with(|q| match q.wait(events, Timeout::NOW) {
                 Ok(0) => Err(io::ErrorKind::WouldBlock.into()),
                 Ok(n) => Ok(n),
                 Err(e) => {

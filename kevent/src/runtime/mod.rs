@@ -40,6 +40,6 @@ impl Buffered {
     /// readiness must then be cleared and awaited again).
     pub(crate) fn refill(&mut self, queue: &Queue) -> Result<bool> {
         self.pos = 0;
-        Ok(queue.get_events(&mut self.events, 1, Timeout::NOW)? > 0)
+        Ok(queue.wait(&mut self.events, Timeout::NOW)? > 0)
     }
 }

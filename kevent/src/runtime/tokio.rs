@@ -121,20 +121,19 @@ impl AsyncQueue {
     ///
     /// As [`AsyncQueue::next`]. Events that [`AsyncQueue::next`] took and has not handed
     /// out yet stay there for it.
-    pub async fn get_events(&self, events: &mut Events) -> Result<usize> {
+    #[doc(alias = "get_events")]
+    pub async fn wait(&self, events: &mut Events) -> Result<usize> {
         loop {
             let mut guard = self
                 .fd
                 .readable()
                 .await
                 .map_err(|e| Error::io(Op::Reactor, e))?;
-            match guard.try_io(
-                |fd| match fd.get_ref().get_events(events, 1, Timeout::NOW) {
-                    Ok(0) => Err(io::ErrorKind::WouldBlock.into()),
-                    Ok(n) => Ok(Ok(n)),
-                    Err(e) => Ok(Err(e)),
-                },
-            ) {
+            match guard.try_io(|fd| match fd.get_ref().wait(events, Timeout::NOW) {
+                Ok(0) => Err(io::ErrorKind::WouldBlock.into()),
+                Ok(n) => Ok(Ok(n)),
+                Err(e) => Ok(Err(e)),
+            }) {
                 Ok(Ok(result)) => return result,
                 Ok(Err(e)) => return Err(Error::io(Op::Reactor, e)),
                 Err(_would_block) => continue,

@@ -28,7 +28,7 @@ fd_source! {
     /// let _reg = queue.add(Inode::new(&handle, InodeEvents::CREATE))?;
     /// std::fs::write(dir.join("new"), b"")?;
     /// let mut events = Events::with_capacity(4);
-    /// queue.get_events(&mut events, 1, Timeout::FOREVER)?;
+    /// queue.wait(&mut events, Timeout::FOREVER)?;
     /// assert!(matches!(
     ///     events.get(0).map(|e| e.kind()),
     ///     Some(EventKind::Inode { events, .. }) if events.contains(InodeEvents::CREATE)

@@ -3,7 +3,8 @@
 //! Required arguments go in `new`, options are chained setters, and
 //! [`Queue::add`](crate::Queue::add) turns the builder into a ukevent (io-uring's opcode
 //! builders). Every builder has [`flags`](Socket::flags) (the [`ReqFlags`]) and
-//! [`cookie`](Socket::cookie) (a `u64` handed back untouched in every [`Event`](crate::Event)).
+//! [`token`](Socket::token) (the ABI's `cookie`: a `u64` handed back untouched in every
+//! [`Event`](crate::Event)).
 //!
 //! | builder | type | id | needs an fd |
 //! |---|---|---|---|
@@ -69,7 +70,7 @@ pub struct Kevent<F> {
 impl<F> Kevent<F> {
     pub(crate) fn new(type_: u32, id: kevent_id, event: u32, common: Common, fd: F) -> Self {
         let mut uk = ukevent::new(type_, id, event, common.flags.bits());
-        uk.set_cookie(common.cookie);
+        uk.set_cookie(common.token);
         Kevent {
             uk,
             fd,
@@ -115,10 +116,10 @@ impl<F> Source for Kevent<F> {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Common {
     pub(crate) flags: ReqFlags,
-    pub(crate) cookie: u64,
+    pub(crate) token: u64,
 }
 
-/// The `flags`/`cookie` setters of every builder, and its `Sealed` impl.
+/// The `flags`/`token` setters of every builder, and its `Sealed` impl.
 macro_rules! source_common {
     ($ty:ident $(<$f:ident>)?) => {
         impl$(<$f>)? $ty$(<$f>)? {
@@ -144,10 +145,11 @@ macro_rules! source_common {
                 self.flags(crate::ReqFlags::WAKEUP_ALL)
             }
 
-            /// Sets the caller cookie, returned untouched in every event of this kevent
-            /// (default 0).
-            pub fn cookie(mut self, cookie: u64) -> Self {
-                self.common.cookie = cookie;
+            /// Sets the token (the ABI's `cookie`): any `u64`, returned untouched in every
+            /// event of this kevent (default 0).
+            #[doc(alias = "cookie")]
+            pub fn token(mut self, token: u64) -> Self {
+                self.common.token = token;
                 self
             }
         }

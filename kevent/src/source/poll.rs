@@ -24,7 +24,7 @@ fd_source! {
     /// let _user = inner.add(User::new(1))?;
     /// inner.ready(&[Key::user(1)])?;
     /// let mut events = kevent::Events::with_capacity(4);
-    /// assert_eq!(outer.get_events(&mut events, 1, kevent::Timeout::FOREVER)?, 1);
+    /// assert_eq!(outer.wait(&mut events, kevent::Timeout::FOREVER)?, 1);
     /// # Ok(()) }
     /// ```
     #[doc(alias = "Poll")]

@@ -142,7 +142,7 @@ impl From<Signo> for i32 {
 /// // SAFETY: raise(3) only sends a signal; with NOMASK it is reported, not acted on.
 /// unsafe { libc::raise(libc::SIGUSR2) };
 /// let mut events = Events::with_capacity(4);
-/// queue.get_events(&mut events, 1, Timeout::FOREVER)?;
+/// queue.wait(&mut events, Timeout::FOREVER)?;
 /// assert!(matches!(
 ///     events.get(0).map(|e| e.kind()),
 ///     Some(EventKind::Signal { signo: Signo::USR2, nomask: true, .. })

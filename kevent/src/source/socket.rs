@@ -22,11 +22,11 @@ fd_source! {
     /// let queue = Queue::new()?;
     /// let (a, b) = UnixStream::pair()?;
     /// let reg = queue
-    ///     .add(Socket::new(&a, SocketEvents::RECV).flags(ReqFlags::ET).cookie(1))?;
+    ///     .add(Socket::new(&a, SocketEvents::RECV).flags(ReqFlags::ET).token(1))?;
     /// std::io::Write::write_all(&mut &b, b"x")?;
     /// let mut events = Events::with_capacity(8);
-    /// queue.get_events(&mut events, 1, Timeout::FOREVER)?;
-    /// assert_eq!(events.get(0).map(|e| e.cookie()), Some(1));
+    /// queue.wait(&mut events, Timeout::FOREVER)?;
+    /// assert_eq!(events.get(0).map(|e| e.token()), Some(1));
     /// drop(reg); // REMOVE; `a` may be closed now
     /// # Ok(()) }
     /// ```
