@@ -3,7 +3,7 @@
 //! One task serves TCP echo with tokio's `TcpListener`/`TcpStream`; a client task talks to
 //! it. Meanwhile the main task awaits the kevent queue through `kevent::tokio::AsyncQueue`
 //! (no `unsafe`, no readiness protocol): three deadlines of one `Timers` (the same duration,
-//! one kernel timer), `SIGUSR1` (sent by `kill`, reported with NOMASK: no handler, no
+//! one kernel timer), `SIGUSR1` (sent by `sh -c kill`, reported with NOMASK: no handler, no
 //! default action) and the creation of a file in a watched directory. It exits once the echo
 //! came back and every kevent arrived, and fails after 10 s.
 //!
@@ -57,9 +57,11 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut queue = AsyncQueue::new(queue)?;
 
     let echo = tokio::spawn(echo_round_trip());
-    // Another process signals us, and a file appears: both while we await.
-    std::process::Command::new("kill")
-        .args(["-USR1", &std::process::id().to_string()])
+    // Another process signals us (the shell's builtin `kill`), and a file appears: both
+    // while we await.
+    let kill = format!("kill -USR1 {}", std::process::id());
+    std::process::Command::new("sh")
+        .args(["-c", &kill])
         .status()?;
     std::fs::write(dir.join("new-file"), b"")?;
 
