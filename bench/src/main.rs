@@ -20,6 +20,7 @@
 //! [`os`], [`rawqueue`] and [`machine`] are the measuring side.
 
 pub mod capi;
+pub mod deadlines;
 pub mod http;
 pub mod json;
 pub mod machine;
@@ -70,6 +71,10 @@ subcommands:
   timer-memory fallback|native N
              RSS growth in bytes of a fresh process that adds N timers to one queue (the
              probe behind the timers table's bytes/timer)
+  deadlines [N]
+             N per-connection deadlines (default 100000) through kevent::Timers (one TIMER
+             kevent) and, built with --features tokio, tokio's timer wheel: CPU ns per
+             insert, reset and expiry
   help       print this text
 
 options:
@@ -176,6 +181,7 @@ fn main() -> ExitCode {
         "serve" => http::serve_command(rest),
         "poller-rounds" => poller::rounds_command(rest),
         "timer-memory" => timers::memory_child(rest).map(|()| 0),
+        "deadlines" => deadlines::command(rest),
         _ => {
             eprintln!("kevent-bench: unknown arguments {args:?}\n\n{USAGE}");
             Ok(2)

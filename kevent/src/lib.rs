@@ -168,7 +168,7 @@ pub use registration::{AddError, Added, Modify, Registration};
 pub use ring::{Batch, MAX_RING_SIZE, RingConsumer, SharedRing, Snapshot};
 pub use source::{Inode, NoFd, Pipe, Pollable, Signal, Signo, Socket, Timer, User};
 pub use timeout::{FOREVER_SECS, Timeout};
-pub use timers::{TimerId, Timers};
+pub use timers::{DEFAULT_RESOLUTION, TimerId, Timers};
 
 /// The tokio adapter (feature `tokio`): [`tokio::AsyncQueue`].
 #[cfg(feature = "tokio")]

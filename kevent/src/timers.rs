@@ -57,7 +57,8 @@ type Entry = Reverse<(Instant, u32, u32)>;
 ///
 /// Events of the driving kevent carry the token given to [`Timers::new`]; pass them to
 /// [`Timers::handles`] (which saves a REMOVE), and call [`Timers::pop_expired`] after each
-/// wait. Deadlines never fire early; they fire late by the wait's latency.
+/// wait. Deadlines never fire early; they fire late by up to the resolution
+/// ([`Timers::set_resolution`], 1 ms by default) plus the wait's latency.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -94,9 +95,16 @@ pub struct Timers {
     free: Vec<u32>,
     heap: BinaryHeap<Entry>,
     live: usize,
+    /// How late a deadline may be handed out, so that close deadlines share a wake-up.
+    resolution: Duration,
+    /// The clock's last reading by `pop_expired`.
+    now: Instant,
     /// The driving kevent and the deadline it is armed for.
     driver: Option<(Registration<NoFd>, Instant)>,
 }
+
+/// The default resolution: 1 ms, tokio's timer granularity.
+pub const DEFAULT_RESOLUTION: Duration = Duration::from_millis(1);
 
 /// How many intervals one nanosecond apart an ADD of the driver tries when its interval is
 /// taken (`EEXIST`) by another timer of the queue.
@@ -117,8 +125,18 @@ impl Timers {
             free: Vec::new(),
             heap: BinaryHeap::new(),
             live: 0,
+            resolution: DEFAULT_RESOLUTION,
+            now: Instant::now(),
             driver: None,
         })
+    }
+
+    /// Sets how late a deadline may be handed out (default [`DEFAULT_RESOLUTION`], 1 ms):
+    /// the driving kevent is armed at the earliest deadline rounded up to this, so
+    /// deadlines closer than it share one wake-up. `Duration::ZERO` arms at each deadline
+    /// exactly. Deadlines are never handed out early either way.
+    pub fn set_resolution(&mut self, resolution: Duration) {
+        self.resolution = resolution;
     }
 
     /// The token of the driving kevent's events.
@@ -250,8 +268,14 @@ impl Timers {
     ///
     /// As [`Timers::insert`], from the re-arm; the deadlines are kept.
     pub fn pop_expired(&mut self) -> Result<Option<(TimerId, u64)>> {
-        let now = Instant::now();
         self.settle_top();
+        // The clock is read again only when nothing is due by its last reading: a burst of
+        // expiries costs one reading.
+        let top = self.heap.peek().map(|Reverse((d, _, _))| *d);
+        if top.is_some_and(|d| d > self.now) {
+            self.now = Instant::now();
+        }
+        let now = self.now;
         let due = self.heap.peek().filter(|Reverse((d, _, _))| *d <= now);
         if let Some(&Reverse((_, slot, _))) = due {
             self.heap.pop();
@@ -265,7 +289,7 @@ impl Timers {
                 let armed_in_time = self
                     .driver
                     .as_ref()
-                    .is_some_and(|(_, at)| *at <= d && *at > now);
+                    .is_some_and(|(_, at)| *at > now && *at <= d + self.resolution);
                 if !armed_in_time {
                     self.rearm(d)?;
                 }
@@ -339,7 +363,7 @@ impl Timers {
     /// Makes sure the driver fires no later than `deadline`.
     fn arm_for(&mut self, deadline: Instant) -> Result<()> {
         match &self.driver {
-            Some((_, at)) if *at <= deadline => Ok(()),
+            Some((_, at)) if *at <= deadline + self.resolution => Ok(()),
             _ => self.rearm(deadline),
         }
     }
@@ -350,9 +374,15 @@ impl Timers {
     fn rearm(&mut self, deadline: Instant) -> Result<()> {
         self.driver = None;
         let now = Instant::now();
-        let mut after = deadline
-            .saturating_duration_since(now)
-            .max(Duration::from_nanos(1));
+        let exact = deadline.saturating_duration_since(now);
+        // Rounded up to the resolution: deadlines close together share one wake-up.
+        let mut after = match self.resolution.as_nanos() {
+            0 => exact,
+            r => Duration::from_nanos(
+                u64::try_from(exact.as_nanos().div_ceil(r) * r).unwrap_or(u64::MAX),
+            ),
+        }
+        .max(Duration::from_nanos(1));
         for _ in 0..EEXIST_TRIES {
             match self.queue.add(Timer::oneshot(after).token(self.token)) {
                 Ok(reg) => {
