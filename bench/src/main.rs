@@ -30,6 +30,7 @@ pub mod rawqueue;
 pub mod registry;
 pub mod report;
 pub mod ring;
+pub mod scaling;
 pub mod stats;
 pub mod svg;
 pub mod timers;
@@ -75,6 +76,9 @@ subcommands:
              N per-connection deadlines (default 100000) through kevent::Timers (one TIMER
              kevent) and, built with --features tokio, tokio's timer wheel: CPU ns per
              insert, reset and expiry
+  add-scaling [PAIRS]
+             ADD + REMOVE pairs per second from 1, 2 and 4 threads on one queue (safe API)
+             against epoll_ctl ADD + DEL from the same threads
   help       print this text
 
 options:
@@ -182,6 +186,7 @@ fn main() -> ExitCode {
         "poller-rounds" => poller::rounds_command(rest),
         "timer-memory" => timers::memory_child(rest).map(|()| 0),
         "deadlines" => deadlines::command(rest),
+        "add-scaling" => scaling::command(rest),
         _ => {
             eprintln!("kevent-bench: unknown arguments {args:?}\n\n{USAGE}");
             Ok(2)
