@@ -66,6 +66,13 @@
 //! consumed by the delivery that reports it, and occurrences that pile up before a delivery
 //! are coalesced into one event with a count (**D8**).
 //!
+//! # Deadlines
+//!
+//! A TIMER kevent is named by its interval, so a queue holds one timer per interval.
+//! [`Timers`] multiplexes any number of deadlines (a per-connection idle timeout, all the
+//! same duration) over one TIMER kevent; moving a deadline later costs no system call
+//! (**P31**).
+//!
 //! # Waiting
 //!
 //! Every wait takes a [`Timeout`]: [`Timeout::NOW`] (do not block), a relative `Duration`,
