@@ -225,3 +225,38 @@ fn instant_deadlines() {
     assert!(start.elapsed() >= Duration::from_millis(20));
     assert_eq!(q.wait(&mut events, Timeout::until(start)).unwrap(), 0);
 }
+
+/// Issue 23, item 6: threads adding, removing and marking the same few keys at once (their
+/// shards locked across each call) neither deadlock nor fail but with `EEXIST`, and leave
+/// nothing registered: afterwards every key can be added again.
+#[test]
+fn concurrent_add_remove_of_shared_keys() {
+    const THREADS: u64 = 4;
+    const KEYS: u64 = 8;
+    let q = Queue::new().unwrap();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let q = &q;
+            s.spawn(move || {
+                let mut mine = Vec::new();
+                for i in 0..5000u64 {
+                    let id = (i * 7 + t) % KEYS;
+                    match q.add(User::new(id)) {
+                        Ok(reg) => mine.push(reg),
+                        Err(e) => assert_eq!(e.error().errno(), Some(kevent::Errno::EEXIST)),
+                    }
+                    if i % 3 == 0 {
+                        let _ = q.ready(&[Key::user(id)]).unwrap();
+                    }
+                    if mine.len() > 2 {
+                        mine.remove(0).remove().unwrap();
+                    }
+                }
+            });
+        }
+    });
+    let mut events = Events::with_capacity(64);
+    while q.wait(&mut events, Timeout::NOW).unwrap() > 0 {}
+    let again: Vec<_> = (0..KEYS).map(|id| q.add(User::new(id)).unwrap()).collect();
+    assert_eq!(again.len(), KEYS as usize, "every key was free again");
+}
