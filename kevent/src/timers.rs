@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
-use kevent_sys::Errno;
+use kevent_sys::{Errno, KEVENT_TIMER};
 
 use crate::error::Result;
 use crate::event::{Event, Key};
@@ -158,9 +158,8 @@ impl Timers {
     ///
     /// # Errors
     ///
-    /// [`Op::Add`](crate::Op::Add) or [`Op::Remove`](crate::Op::Remove) when the driving
-    /// kevent had to be re-armed (the deadline is the earliest) and the call failed; the
-    /// deadline is kept, and the next call that arms retries.
+    /// [`Op::Add`](crate::Op::Add) when the driving kevent had to be re-armed (the deadline
+    /// is the earliest) and the ADD failed; the deadline is then not inserted.
     pub fn insert(&mut self, deadline: Instant, token: u64) -> Result<TimerId> {
         let slot = match self.free.pop() {
             Some(s) => s,
@@ -187,7 +186,12 @@ impl Timers {
         self.live += 1;
         self.push(slot, deadline);
         let id = TimerId { slot, generation };
-        self.arm_for(deadline)?;
+        if let Err(e) = self.arm_for(deadline) {
+            // Not armed: the deadline is not kept either, so that the caller, who gets no id,
+            // has nothing pending it cannot name.
+            self.cancel(id);
+            return Err(e);
+        }
         Ok(id)
     }
 
@@ -205,7 +209,8 @@ impl Timers {
     ///
     /// # Errors
     ///
-    /// As [`Timers::insert`].
+    /// [`Op::Add`](crate::Op::Add) when the re-arm failed; the deadline is moved anyway, and
+    /// the next [`Timers::pop_expired`] arms for it.
     pub fn reset(&mut self, id: TimerId, deadline: Instant) -> Result<bool> {
         let Some(s) = self.slot_mut(id) else {
             return Ok(false);
@@ -244,16 +249,20 @@ impl Timers {
         self.heap.peek().map(|Reverse((d, _, _))| *d)
     }
 
-    /// Whether `event` is the driving kevent's (then nothing else needs to handle it). Seeing
-    /// its delivery spares the REMOVE a re-arm would otherwise send.
+    /// Whether `event` is a driving kevent's: a TIMER event with this set's token (then
+    /// nothing else needs to handle it; the deadlines it stands for come from
+    /// [`Timers::pop_expired`]). Seeing the current driver's delivery spares the REMOVE a
+    /// re-arm would otherwise send; an older driver's event (replaced while its event was
+    /// in your buffer) is claimed too.
     pub fn handles(&mut self, event: &Event) -> bool {
-        let Some((reg, _)) = &self.driver else {
-            return false;
-        };
-        if event.token() != self.token || event.key() != reg.key() {
+        if event.token() != self.token || event.key().raw_type() != KEVENT_TIMER {
             return false;
         }
-        if event.is_done() {
+        let current = self
+            .driver
+            .as_ref()
+            .is_some_and(|(reg, _)| reg.key() == event.key());
+        if current && event.is_done() {
             if let Some((reg, _)) = self.driver.take() {
                 reg.forget_delivered();
             }
@@ -266,7 +275,8 @@ impl Timers {
     ///
     /// # Errors
     ///
-    /// As [`Timers::insert`], from the re-arm; the deadlines are kept.
+    /// [`Op::Add`](crate::Op::Add) from the re-arm; the deadlines are kept, and the next
+    /// call retries.
     pub fn pop_expired(&mut self) -> Result<Option<(TimerId, u64)>> {
         self.settle_top();
         // The clock is read again only when nothing is due by its last reading: a burst of
