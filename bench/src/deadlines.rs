@@ -144,9 +144,11 @@ pub fn command(args: &[String]) -> std::io::Result<u8> {
             return Ok(2);
         }
     };
-    let mut rows = vec![kevent_row(n).map_err(std::io::Error::from)?];
+    let kevent = kevent_row(n).map_err(std::io::Error::from)?;
     #[cfg(feature = "tokio")]
-    rows.push(tokio_row(n)?);
+    let rows = [kevent, tokio_row(n)?];
+    #[cfg(not(feature = "tokio"))]
+    let rows = [kevent];
     println!(
         "{n} deadlines, one thread, CPU ns per deadline ({} backend)\n",
         Queue::new()

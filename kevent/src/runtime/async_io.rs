@@ -47,7 +47,8 @@ impl AsyncQueue {
     ///
     /// # Errors
     ///
-    /// [`Op::Reactor`]: the reactor refused the fd.
+    /// [`Op::Reactor`]: the reactor refused the fd; the queue is dropped (keep a
+    /// [`Queue::try_clone`] handle to keep it).
     pub fn new(queue: Queue) -> Result<AsyncQueue> {
         let io = Async::new_nonblocking(queue).map_err(|e| Error::io(Op::Reactor, e))?;
         Ok(AsyncQueue {
