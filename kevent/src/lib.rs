@@ -118,8 +118,8 @@
 //!
 //! The queue fd is readable while events are ready. Two adapters, each behind its cargo
 //! feature, register it with a runtime's reactor and hand out events with no `unsafe` and no
-//! readiness protocol to get right: [`tokio::AsyncQueue`] (feature `tokio`) and
-//! [`async_io::AsyncQueue`] (feature `async-io`, for smol and async-std). Their `next()` is
+//! readiness protocol to get right: `kevent::tokio::AsyncQueue` (feature `tokio`) and
+//! `kevent::async_io::AsyncQueue` (feature `async-io`, for smol and async-std). Their `next()` is
 //! cancellation-safe. See `examples/async_tokio.rs` (tokio sockets next to kevent timers,
 //! signals and directory events) and `examples/async_smol.rs`.
 //!

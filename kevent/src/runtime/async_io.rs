@@ -16,9 +16,9 @@ use crate::timeout::Timeout;
 /// A queue registered with the `async-io` reactor (smol, async-std): await its events with
 /// no `unsafe`.
 ///
-/// The same contract as [`kevent::tokio::AsyncQueue`](crate::tokio::AsyncQueue) when both
-/// features are on: a non-blocking `get_events` first, the reactor's readiness awaited only
-/// when it found nothing; cancellation-safe `next()`.
+/// The same contract as `kevent::tokio::AsyncQueue` (feature `tokio`): a non-blocking
+/// `get_events` first, the reactor's readiness awaited only when it found nothing;
+/// cancellation-safe `next()`.
 ///
 /// ```
 /// use std::time::Duration;
