@@ -60,6 +60,8 @@ use std::sync::Arc;
 
 use kevent_sys::{Errno, kevent_ring, ukevent};
 
+pub use crate::source::aio::kevent_aio_sendfile;
+
 use crate::queue::Queue;
 use crate::ring::Ring;
 
@@ -71,7 +73,7 @@ fn nonce() -> u32 {
 }
 
 /// Runs `f` on the queue behind `fd`; a queue found closed or reused is released.
-fn with_queue<R>(fd: RawFd, f: impl FnOnce(&Queue) -> Result<R, Errno>) -> Result<R, Errno> {
+fn with_queue<R>(fd: RawFd, f: impl FnOnce(&Arc<Queue>) -> Result<R, Errno>) -> Result<R, Errno> {
     fdtable::with(fd, |q| {
         let r = f(q);
         if r.is_err() && q.is_gone() {

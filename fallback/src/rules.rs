@@ -5,9 +5,10 @@
 //! and whether the kevent stays registered. Unit-tested without any fd.
 
 use kevent_sys::{
-    Errno, KEVENT_INODE, KEVENT_POLL, KEVENT_POSIX_TIMER, KEVENT_REQ_ALWAYS_QUEUE, KEVENT_REQ_ET,
-    KEVENT_REQ_LAST_CHECK, KEVENT_REQ_ONESHOT, KEVENT_REQ_READY, KEVENT_REQ_WAKEUP_ALL,
-    KEVENT_RET_BROKEN, KEVENT_RET_DONE, KEVENT_SIGNAL, KEVENT_TIMER, KEVENT_UNOTIFY, ukevent,
+    Errno, KEVENT_AIO, KEVENT_INODE, KEVENT_POLL, KEVENT_POSIX_TIMER, KEVENT_REQ_ALWAYS_QUEUE,
+    KEVENT_REQ_ET, KEVENT_REQ_LAST_CHECK, KEVENT_REQ_ONESHOT, KEVENT_REQ_READY,
+    KEVENT_REQ_WAKEUP_ALL, KEVENT_RET_BROKEN, KEVENT_RET_DONE, KEVENT_SIGNAL, KEVENT_TIMER,
+    KEVENT_UNOTIFY, ukevent,
 };
 
 /// Every request flag of spec section 4.
@@ -32,9 +33,8 @@ pub(crate) enum Readiness {
 /// The readiness class of a type.
 pub(crate) fn readiness(type_: u32) -> Readiness {
     match type_ {
-        KEVENT_TIMER | KEVENT_POSIX_TIMER | KEVENT_SIGNAL | KEVENT_INODE | KEVENT_UNOTIFY => {
-            Readiness::Occurrence
-        }
+        KEVENT_TIMER | KEVENT_POSIX_TIMER | KEVENT_SIGNAL | KEVENT_INODE | KEVENT_UNOTIFY
+        | KEVENT_AIO => Readiness::Occurrence,
         _ => Readiness::State,
     }
 }
@@ -115,6 +115,8 @@ pub(crate) enum Report {
     Ready([u32; 2]),
     /// The source failed: delivered as `RET_BROKEN` with `ret_data[1] = -errno`.
     Broken(Errno),
+    /// As `Broken`, with `ret_data[0]` set (AIO: the bytes sent before the error, D18).
+    BrokenAfter(u32, Errno),
 }
 
 /// One delivery: the event to hand out and whether the kevent leaves the registry.
@@ -133,6 +135,7 @@ pub(crate) fn deliver(registered: &ukevent, report: Report) -> Delivery {
     let (mut ret_flags, ret_data) = match report {
         Report::Ready(data) => (0, data),
         Report::Broken(e) => (KEVENT_RET_BROKEN, [0, e.negated()]),
+        Report::BrokenAfter(data, e) => (KEVENT_RET_BROKEN, [data, e.negated()]),
     };
     let unregister =
         registered.req_flags & KEVENT_REQ_ONESHOT != 0 || ret_flags & KEVENT_RET_BROKEN != 0;
