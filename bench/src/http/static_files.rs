@@ -43,6 +43,7 @@ use kevent_sys::{
 use super::listener;
 use super::load::{Load, RunResult, drive};
 use super::loadgen::Mode;
+use super::server;
 use crate::json::Json;
 use crate::machine::Machine;
 use crate::stats::Interval;
@@ -86,23 +87,11 @@ fn make_file(size: usize) -> std::io::Result<(OwnedFd, std::path::PathBuf)> {
     Ok((OwnedFd::from(f), path))
 }
 
-/// Accepts every pending connection (non-blocking, close-on-exec, `TCP_NODELAY`: the head
-/// and the body are separate writes, and Nagle's algorithm would hold the body's last
-/// segment for the client's delayed ACK).
+/// Accepts every pending connection ([`server::accept_all`]: non-blocking, close-on-exec)
+/// with `TCP_NODELAY`: the head and the body are separate writes, and Nagle's algorithm
+/// would hold the body's last segment for the client's delayed ACK.
 fn accept_all(listener: RawFd, mut f: impl FnMut(OwnedFd)) {
-    loop {
-        // SAFETY: null address pointers: the peer's address is not wanted.
-        let fd = unsafe {
-            libc::accept4(
-                listener,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return;
-        }
+    server::accept_all(listener, |fd| {
         let one: libc::c_int = 1;
         // SAFETY: `one` is a local that lives across the call, with its size.
         unsafe {
@@ -116,7 +105,7 @@ fn accept_all(listener: RawFd, mut f: impl FnMut(OwnedFd)) {
         };
         // SAFETY: accept4 just returned this fd; nothing else owns it.
         f(unsafe { OwnedFd::from_raw_fd(fd) });
-    }
+    });
 }
 
 /// Reads what is there into `buf`; `false` on EOF or an error (the connection is over).
@@ -135,7 +124,7 @@ fn read_some(fd: RawFd, buf: &mut Vec<u8>) -> bool {
 
 /// Takes one complete request (up to its empty line) off the front of `buf`.
 fn take_request(buf: &mut Vec<u8>) -> bool {
-    match buf.windows(4).position(|w| w == b"\r\n\r\n") {
+    match server::find_head_end(buf) {
         Some(end) => {
             buf.drain(..end + 4);
             true
