@@ -352,6 +352,59 @@ backend_test! {
         let id = call(q.fd, s, file, 0, i64::MAX as u64).unwrap();
         assert_eq!(sent(&completion(&q, id, Duration::from_secs(10))), 64);
     }
+
+    /// D18 through the ring: a completion is an event like any other, moved into the ring
+    /// by `kevent_wait` (here a `count == 0` request, complete at once).
+    fn d18_aio_completion_through_the_ring(b) {
+        if !aio_available(b, "d18_aio_completion_through_the_ring") {
+            return;
+        }
+        let q = Queue::with_ring(b, 4);
+        let f = file_with("d18_ring", &pattern(10, 11));
+        let (a, _peer) = socketpair();
+        let id = b.aio_sendfile(q.fd, a.as_raw_fd(), f.fd.as_raw_fd(), 0, 0).unwrap();
+        assert_eq!(q.wait(1, 0, &ZERO), Ok(1));
+        assert_eq!(q.kidx(), 1);
+        let e = q.slot(0);
+        assert_eq!((e.type_, e.id.as_u64(), e.event), (KEVENT_AIO, id, KEVENT_MASK_ALL), "{e:?}");
+        assert_eq!(sent(&e), 0);
+        assert_eq!(q.commit(1, q.over()), Ok(1));
+        q.expect_no_events();
+    }
+
+    /// P36: a READY mark on a running request delivers nothing (the request has no count
+    /// yet); MODIFY cannot make the request outlive its one event. The completion then
+    /// comes exactly once.
+    fn p36_ready_and_modify_on_a_running_request(b) {
+        if !aio_available(b, "p36_ready_and_modify_on_a_running_request") {
+            return;
+        }
+        let q = Queue::new(b);
+        let data = pattern(4 * MIB, 12);
+        let f = file_with("p36_ready", &data);
+        let (a, peer) = socketpair();
+        let id = b
+            .aio_sendfile(q.fd, a.as_raw_fd(), f.fd.as_raw_fd(), 0, data.len() as u64)
+            .unwrap();
+        let (marked, missing) = q.ready(&[aio_key(id)]);
+        assert_eq!((marked, missing.len()), (1, 0));
+        let early = q.get(8, &ms(100));
+        assert!(early.is_empty(), "a READY mark delivered a running request: {early:?}");
+        let mut m = aio_key(id);
+        m.req_flags = 0;
+        m.set_cookie(77);
+        let back = q.ctl_in_place(KEVENT_CTL_MODIFY, &[m]);
+        assert_eq!(back[0].ret_flags, KEVENT_RET_DONE, "{back:?}");
+        let mut got = Vec::new();
+        assert!(read_until(peer.as_raw_fd(), &mut got, data.len(), Duration::from_secs(60)));
+        let e = completion(&q, id, Duration::from_secs(30));
+        assert_eq!(sent(&e), data.len() as u64);
+        assert_eq!(e.cookie(), 77, "MODIFY replaces the cookie");
+        assert!(got == data, "the bytes received differ from the file's");
+        q.expect_no_events();
+        let back = q.ctl_in_place(KEVENT_CTL_REMOVE, &[aio_key(id)]);
+        assert!(Want::new(KEVENT_AIO, id).broken(Errno::ENOENT).matches(&back[0]), "{back:?}");
+    }
 }
 
 /// The REMOVE entry of request `id`.
