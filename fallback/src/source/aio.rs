@@ -280,12 +280,19 @@ enum Step {
     Yield,
     /// Finished: complete, end of file, or the error.
     Done(Option<Errno>),
+    /// Cancelled meanwhile (REMOVE, the queue's shutdown): stop at once.
+    Cancelled,
 }
 
 /// Moves up to [`BUDGET`] bytes of `r`.
 fn pump(r: &mut Request, buf: &mut [u8]) -> Step {
     let mut budget = BUDGET;
     loop {
+        // Looked at before every chunk: after a REMOVE returns, at most the chunk being
+        // sent still goes out.
+        if r.ticket.is_cancelled() {
+            return Step::Cancelled;
+        }
         if r.left == 0 {
             return Step::Done(None);
         }
@@ -359,12 +366,6 @@ fn run(ep: &OwnedFd, inbox: &Inbox) {
             let Some(r) = reqs.get_mut(&key) else {
                 continue;
             };
-            if r.ticket.is_cancelled() {
-                if let Some(r) = reqs.remove(&key) {
-                    retire(ep, r);
-                }
-                continue;
-            }
             let step = match pump(r, &mut buf) {
                 Step::Blocked => park(ep, r, key),
                 other => other,
@@ -372,6 +373,11 @@ fn run(ep: &OwnedFd, inbox: &Inbox) {
             match step {
                 Step::Blocked => {}
                 Step::Yield => runnable.push_back(key),
+                Step::Cancelled => {
+                    if let Some(r) = reqs.remove(&key) {
+                        retire(ep, r);
+                    }
+                }
                 Step::Done(err) => {
                     if let Some(r) = reqs.remove(&key) {
                         complete(ep, r, err);
