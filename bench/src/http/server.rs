@@ -320,7 +320,7 @@ fn serve_epoll(lfd: RawFd, stop: &AtomicBool) -> ServerStats {
     st
 }
 
-fn socket_kevent(fd: RawFd, event: u32) -> ukevent {
+pub(super) fn socket_kevent(fd: RawFd, event: u32) -> ukevent {
     ukevent::new(
         KEVENT_SOCKET,
         kevent_id::from_raw([fd as u32, 0]),

@@ -36,8 +36,8 @@ use std::time::Duration;
 
 use kevent_backend::Backend;
 use kevent_sys::{
-    KEVENT_AIO, KEVENT_CTL_ADD, KEVENT_CTL_REMOVE, KEVENT_REQ_ALWAYS_QUEUE, KEVENT_RET_BROKEN,
-    KEVENT_SOCKET, KEVENT_SOCKET_ACCEPT, KEVENT_SOCKET_RECV, kevent_id, ukevent,
+    KEVENT_AIO, KEVENT_CTL_ADD, KEVENT_CTL_REMOVE, KEVENT_RET_BROKEN, KEVENT_SOCKET_ACCEPT,
+    KEVENT_SOCKET_RECV, kevent_id, ukevent,
 };
 
 use super::listener;
@@ -222,17 +222,6 @@ struct KConn {
     aio: Option<u64>,
 }
 
-/// A SOCKET kevent; with `KEVENT_REQ_ALWAYS_QUEUE`, so that a socket whose request is
-/// already there is registered (and queued) rather than handed back by ADD.
-fn socket_kevent(fd: RawFd, event: u32) -> ukevent {
-    ukevent::new(
-        KEVENT_SOCKET,
-        kevent_id::from_raw([fd as u32, 0]),
-        event,
-        KEVENT_REQ_ALWAYS_QUEUE,
-    )
-}
-
 /// The kevent server: SOCKET kevents for requests, `kevent_aio_sendfile` for the bodies.
 fn serve_kevent(b: Backend, l: &TcpListener, file: RawFd, size: usize, stop: &AtomicBool) {
     let head = head(size);
@@ -247,7 +236,7 @@ fn serve_kevent(b: Backend, l: &TcpListener, file: RawFd, size: usize, stop: &At
     let _ = b.ctl(
         q,
         KEVENT_CTL_ADD,
-        &mut [socket_kevent(lfd, KEVENT_SOCKET_ACCEPT)],
+        &mut [server::socket_kevent(lfd, KEVENT_SOCKET_ACCEPT)],
     );
     let mut conns: HashMap<RawFd, KConn> = HashMap::new();
     let mut owner: HashMap<u64, RawFd> = HashMap::new();
@@ -258,7 +247,7 @@ fn serve_kevent(b: Backend, l: &TcpListener, file: RawFd, size: usize, stop: &At
     };
     let close = |conns: &mut HashMap<RawFd, KConn>, owner: &mut HashMap<u64, RawFd>, fd| {
         if let Some(c) = conns.remove(&fd) {
-            let mut gone = vec![socket_kevent(fd, KEVENT_SOCKET_RECV)];
+            let mut gone = vec![server::socket_kevent(fd, KEVENT_SOCKET_RECV)];
             if let Some(id) = c.aio {
                 owner.remove(&id);
                 gone.push(ukevent::new(KEVENT_AIO, kevent_id::from_u64(id), 0, 0));
@@ -312,7 +301,7 @@ fn serve_kevent(b: Backend, l: &TcpListener, file: RawFd, size: usize, stop: &At
                     let _ = b.ctl(
                         q,
                         KEVENT_CTL_ADD,
-                        &mut [socket_kevent(cfd, KEVENT_SOCKET_RECV)],
+                        &mut [server::socket_kevent(cfd, KEVENT_SOCKET_RECV)],
                     );
                     conns.insert(
                         cfd,
