@@ -407,12 +407,87 @@ backend_test! {
     }
 }
 
+/// What the forked child of `d18_aio_after_fork` checks; bit `i` of the exit code is set when
+/// check `i` failed.
+fn aio_in_child(
+    b: Backend,
+    parent_q: RawFd,
+    sock: RawFd,
+    peer: RawFd,
+    file: RawFd,
+    len: usize,
+) -> i32 {
+    let mut fail = 0;
+    let mut check = |i: u32, ok: bool| {
+        if !ok {
+            fail |= 1 << i;
+        }
+    };
+    // D11: the parent's queue is not the child's.
+    check(
+        0,
+        b.aio_sendfile(parent_q, sock, file, 0, 10) == Err(Errno::EBADF),
+    );
+    // A queue of the child's own gets transfers (the child has a worker of its own).
+    // SAFETY: a null ring with num 0 registers no memory.
+    let Ok(nq) = (unsafe { kevent_backend::init(b, std::ptr::null_mut(), 0, 0) }) else {
+        return fail | 1 << 1;
+    };
+    let id = b.aio_sendfile(nq, sock, file, 0, len as u64);
+    check(2, matches!(id, Ok(id) if id > 0));
+    let mut got = Vec::new();
+    check(3, read_until(peer, &mut got, len, Duration::from_secs(30)));
+    let mut buf = [ukevent::default(); 4];
+    let n = b.get_events(nq, 1, &mut buf, &ts(30, 0), 0);
+    check(
+        4,
+        n == Ok(1) && Ok(buf[0].id.as_u64()) == id && buf[0].ret_data == [len as u32, 0],
+    );
+    fail
+}
+
 /// The REMOVE entry of request `id`.
 fn aio_key(id: u64) -> ukevent {
     ukevent::new(KEVENT_AIO, kevent_id::from_u64(id), KEVENT_MASK_ALL, 0)
 }
 
 isolated_test! {
+    /// D18 with D11: after `fork()` the child's copy of the parent's queue answers `EBADF`,
+    /// and a queue of the child's own sends files (the parent's worker thread did not survive
+    /// the fork; the child starts its own). The parent's transfers go on.
+    fn d18_aio_after_fork(b) {
+        if !aio_available(b, "d18_aio_after_fork") {
+            return;
+        }
+        let q = warm_up(b, "d18_fork_warm");
+        let data = pattern(300_000, 13);
+        let f = file_with("d18_fork", &data);
+        let (a, peer) = socketpair();
+        let (qfd, sock, pfd, file) = (q.fd, a.as_raw_fd(), peer.as_raw_fd(), f.fd.as_raw_fd());
+        // SAFETY: the child makes only the calls of `aio_in_child` and leaves with `_exit`.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            let code = aio_in_child(b, qfd, sock, pfd, file, data.len());
+            // SAFETY: `_exit` ends the child without running the parent's destructors.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        let waited = bounded(Duration::from_secs(60), "the forked child", move || {
+            // SAFETY: `status` is a local int; `pid` is our child.
+            let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+            (r, status)
+        });
+        assert_eq!(waited.0, pid);
+        assert!(libc::WIFEXITED(waited.1), "child status {:#x}", waited.1);
+        assert_eq!(libc::WEXITSTATUS(waited.1), 0, "failed child checks (bitmask)");
+        let id = b.aio_sendfile(q.fd, sock, file, 0, data.len() as u64).unwrap();
+        let mut got = Vec::new();
+        assert!(read_until(pfd, &mut got, data.len(), Duration::from_secs(30)));
+        assert_eq!(sent(&completion(&q, id, Duration::from_secs(30))), data.len() as u64);
+        assert!(got == data, "the bytes received differ from the file's");
+    }
+
     /// D18: a peer that closes ends the transfer with `-EPIPE` or `-ECONNRESET` and the
     /// bytes sent so far, and never raises `SIGPIPE` (its default action, restored here,
     /// would kill this child).
