@@ -40,12 +40,13 @@ pub(crate) fn readiness(type_: u32) -> Readiness {
 }
 
 /// Request flags as the queue keeps them: POLL kevents always carry LAST_CHECK (spec
-/// section 4).
+/// section 4); AIO kevents are always ONESHOT (D18: the request is gone after its event,
+/// whatever a MODIFY says; decision P36).
 pub(crate) fn effective_req_flags(type_: u32, req_flags: u32) -> u32 {
-    if type_ == KEVENT_POLL {
-        req_flags | KEVENT_REQ_LAST_CHECK
-    } else {
-        req_flags
+    match type_ {
+        KEVENT_POLL => req_flags | KEVENT_REQ_LAST_CHECK,
+        KEVENT_AIO => req_flags | KEVENT_REQ_ONESHOT,
+        _ => req_flags,
     }
 }
 
@@ -242,6 +243,12 @@ mod tests {
     fn s4_poll_always_carries_last_check() {
         assert!(last_check(effective_req_flags(KEVENT_POLL, 0)));
         assert!(!last_check(effective_req_flags(KEVENT_SOCKET, 0)));
+    }
+
+    #[test]
+    fn p36_aio_is_always_oneshot() {
+        assert_ne!(effective_req_flags(KEVENT_AIO, 0) & KEVENT_REQ_ONESHOT, 0);
+        assert_eq!(effective_req_flags(KEVENT_UNOTIFY, 0), 0);
     }
 
     #[test]

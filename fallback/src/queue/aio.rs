@@ -4,10 +4,11 @@
 
 use std::sync::Arc;
 
-use kevent_sys::{Errno, KEVENT_AIO, KEVENT_MASK_ALL, KEVENT_REQ_ONESHOT, kevent_id, ukevent};
+use kevent_sys::{Errno, KEVENT_AIO, KEVENT_MASK_ALL, kevent_id, ukevent};
 
 use super::Queue;
 use crate::kevent::Kevent;
+use crate::rules;
 use crate::source::aio::{self, Ticket};
 
 impl Queue {
@@ -24,7 +25,7 @@ impl Queue {
             KEVENT_AIO,
             kevent_id::from_u64(id),
             KEVENT_MASK_ALL,
-            KEVENT_REQ_ONESHOT,
+            rules::effective_req_flags(KEVENT_AIO, 0),
         );
         let slot = st
             .kevents
@@ -51,11 +52,10 @@ impl Queue {
 }
 
 impl super::State {
-    /// Queues a finished request's kevent as one occurrence; it stays ONESHOT whatever a
-    /// MODIFY made of its flags (the request is gone after its one event).
+    /// Queues a finished request's kevent as one occurrence (ONESHOT: `rules` keeps the flag
+    /// whatever a MODIFY says).
     fn aio_queue(&mut self, slot: u32) {
         if let Some(kev) = self.kevents.reg.get_mut(slot) {
-            kev.uk.req_flags |= KEVENT_REQ_ONESHOT;
             kev.pending = 1;
         }
         self.kevents.queue(slot);
