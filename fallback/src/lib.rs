@@ -15,6 +15,7 @@
 //! | SIGNAL | a `sigaction` handler per watched signal + one shared eventfd doorbell | see the caveats |
 //! | INODE | one inotify fd per queue | one watch per directory |
 //! | UNOTIFY | the queue's wake eventfd | memory only |
+//! | AIO (`kevent_aio_sendfile`, D18) | one worker thread per process: `pread` + `send(MSG_DONTWAIT \| MSG_NOSIGNAL)`, its own epoll for full sockets (P36) | two fd duplicates per running transfer |
 //!
 //! # Caveats
 //!
