@@ -232,3 +232,28 @@ fn native_timer_calls_are_the_kernels() {
     assert_eq!(native.timer_settime(id, 0, &bad, None), Err(Errno::EINVAL));
     native.timer_delete(id).expect("delete");
 }
+
+/// P37: a kevent kernel that advertised five syscall numbers has no native AIO: the call is
+/// `ENOSYS` without any syscall (the numbers here are invalid ones), whatever the fds; with a
+/// sixth number the backend says it can start transfers. The fallback always can.
+#[test]
+fn p37_native_aio_only_with_a_sixth_number() {
+    let five = SyscallTable {
+        init: -1,
+        ctl: -1,
+        get_events: -1,
+        wait: -1,
+        commit: -1,
+        aio_sendfile: None,
+    };
+    let native = Backend::Native(five);
+    assert!(!native.has_aio());
+    assert_eq!(native.aio_sendfile(-1, -1, -1, 0, 1), Err(Errno::ENOSYS));
+    assert_eq!(native.aio_sendfile(0, 1, 2, 0, 0), Err(Errno::ENOSYS));
+    let six = Backend::Native(SyscallTable {
+        aio_sendfile: Some(-1),
+        ..five
+    });
+    assert!(six.has_aio());
+    assert!(Backend::Fallback.has_aio());
+}
