@@ -199,12 +199,12 @@ impl Conn {
     }
 }
 
-fn find_head_end(b: &[u8]) -> Option<usize> {
+pub(super) fn find_head_end(b: &[u8]) -> Option<usize> {
     b.windows(4).position(|w| w == b"\r\n\r\n")
 }
 
 /// Accepts every pending connection (non-blocking, close-on-exec).
-fn accept_all(listener: RawFd, mut f: impl FnMut(RawFd)) {
+pub(super) fn accept_all(listener: RawFd, mut f: impl FnMut(RawFd)) {
     loop {
         // SAFETY: null address pointers: the peer address is not wanted.
         let fd = unsafe {
@@ -320,7 +320,7 @@ fn serve_epoll(lfd: RawFd, stop: &AtomicBool) -> ServerStats {
     st
 }
 
-fn socket_kevent(fd: RawFd, event: u32) -> ukevent {
+pub(super) fn socket_kevent(fd: RawFd, event: u32) -> ukevent {
     ukevent::new(
         KEVENT_SOCKET,
         kevent_id::from_raw([fd as u32, 0]),
