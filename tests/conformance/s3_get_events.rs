@@ -357,3 +357,64 @@ backend_test! {
         }
     }
 }
+
+/// Runs `wait` on a thread of its own, interrupts it with SIGUSR1 (a handler of the program,
+/// without `SA_RESTART`) once it sleeps, and returns what the wait returned. A wait that
+/// slept on to its timeout (a minute) fails the bound.
+fn interrupted<T: Send + 'static>(what: &str, wait: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        // SAFETY: pthread_self takes no arguments.
+        tx.send((gettid(), unsafe { libc::pthread_self() }))
+            .unwrap();
+        wait()
+    });
+    let (tid, thread) = rx.recv().unwrap();
+    until_asleep(&[tid]);
+    let before = handled();
+    // SAFETY: `thread` is alive: it is blocked in the wait until the signal arrives.
+    assert_eq!(unsafe { libc::pthread_kill(thread, libc::SIGUSR1) }, 0);
+    let r = bounded(Duration::from_secs(10), what, move || h.join().unwrap());
+    assert_eq!(
+        handled(),
+        before + 1,
+        "{what}: the program's handler did not run once"
+    );
+    r
+}
+
+isolated_test! {
+    /// Spec section 3: a wait interrupted by a signal handler returns what is ready
+    /// (possibly 0) at once, never `EINTR`, and does not sleep on to its timeout — for
+    /// `kevent_get_events` with a relative and with an absolute (`KEVENT_FLAGS_ABSTIME`)
+    /// timeout, and for `kevent_wait`. Issue 24 item 1 (the fallback slept on).
+    fn s3_wait_interrupted_by_a_handler_returns_what_is_ready(b) {
+        install_counting_handler(libc::SIGUSR1, false);
+        let q = Arc::new(Queue::new(b));
+        q.add_ok(&[user(1, 0), user(2, 0)]);
+        // Nothing ready: 0 events.
+        let q2 = q.clone();
+        let got = interrupted("relative get_events", move || q2.get_events(1, 8, &ts(60, 0), 0));
+        assert_eq!(got.map(|v| v.len()), Ok(0), "relative timeout");
+        let q2 = q.clone();
+        let got = interrupted("ABSTIME get_events", move || {
+            q2.get_events(1, 8, &realtime_in(Duration::from_secs(60)), KEVENT_FLAGS_ABSTIME)
+        });
+        assert_eq!(got.map(|v| v.len()), Ok(0), "absolute timeout");
+        // One ready, two wanted (min_nr): the ready one, at once.
+        q.ready_ids(&[1]);
+        let q2 = q.clone();
+        let got = interrupted("get_events below min_nr", move || {
+            q2.get_events(2, 8, &ts(60, 0), 0)
+        })
+        .expect("get_events");
+        expect_events(&got, &[Want::new(KEVENT_UNOTIFY, 1)]);
+        // kevent_wait on a ring.
+        let r = Arc::new(Queue::with_ring(b, 8));
+        r.add_ok(&[user(3, 0)]);
+        let r2 = r.clone();
+        let got = interrupted("kevent_wait", move || r2.wait(4, 0, &ts(60, 0)));
+        assert_eq!(got, Ok(0), "kevent_wait");
+        assert_usable(&q);
+    }
+}

@@ -113,6 +113,7 @@ impl Queue {
         let mut parked_upto = 0;
         let mut more;
         let mut nonblock_checked = false;
+        let mut interrupted = false;
         // The first harvest never blocks and runs before the lock is taken: when it finds
         // enough (the busy server's case), a wait costs one epoll_wait and one lock.
         let first_cap = match sink {
@@ -121,7 +122,12 @@ impl Queue {
         }
         .saturating_add(8)
         .min(HARVEST);
-        let first = sys::epoll_wait(self.epfd, &mut events[..first_cap], 0);
+        // A zero timeout never sleeps, so an EINTR here is only a handler that ran just
+        // before: nothing to harvest yet, the loop below looks again.
+        let first = match sys::epoll_wait(self.epfd, &mut events[..first_cap], 0) {
+            Err(Errno::EINTR) => Ok(&[][..]),
+            r => r,
+        };
         let mut proven;
         let mut deferred;
         let mut st = self.lock();
@@ -202,7 +208,22 @@ impl Queue {
             st.sync_wake(ctx);
             drop(st);
             let cap = (room + 8).min(HARVEST);
-            let r = sys::epoll_wait(self.epfd, &mut events[..cap], timeout_ns.min(SLICE_NS));
+            let swallowed = crate::signal::dispatch::swallowed_here();
+            let r = match sys::epoll_wait(self.epfd, &mut events[..cap], timeout_ns.min(SLICE_NS)) {
+                Err(Errno::EINTR) => {
+                    // Spec section 3: a wait interrupted by a signal handler returns what is
+                    // ready, possibly 0, at once (one more harvest that does not block). A
+                    // signal the engine swallowed for a NOMASK kevent ran no handler of the
+                    // program (natively it would not have interrupted anything): the wait
+                    // goes on, and the doorbell it rang is harvested like any event.
+                    if crate::signal::dispatch::swallowed_here() == swallowed {
+                        deadline = Deadline::Now;
+                        interrupted = true;
+                    }
+                    Ok(&[][..])
+                }
+                r => r,
+            };
             st = self.lock();
             let mut woken = false;
             if sleeping {
@@ -217,7 +238,8 @@ impl Queue {
                 Err(e) => break Err(e),
             };
             let a = st.absorb(got, call, sink, ctx, &mut parked);
-            more = got.len() == cap && a.fresh > 0;
+            // After an interruption, one more harvest (not blocking) before returning.
+            more = (got.len() == cap && a.fresh > 0) || std::mem::take(&mut interrupted);
             if a.foreign || (got.is_empty() && sleeping && !woken) {
                 // Tokens that are not ours, or a sleep slice that ended empty: make sure the
                 // fd is still this queue before going on.

@@ -70,8 +70,8 @@ fn probe_epoll_pwait2(empty_epoll: RawFd) {
 }
 
 /// Waits for events on `epfd` for at most `timeout_ns` (0: do not block) and returns the
-/// initialised prefix of `buf`. `EINTR` is reported as zero events (a wait interrupted by a
-/// signal handler returns what is ready, spec section 3).
+/// initialised prefix of `buf`. `EINTR` (a signal handler ran) is passed on: the waiting loop
+/// decides what an interrupted wait returns (spec section 3: what is ready, possibly 0).
 ///
 /// Blocking waits use `epoll_pwait2` for nanosecond precision when the probe found it usable;
 /// otherwise `epoll_wait` with the timeout rounded *up* to whole milliseconds (never early).
@@ -138,11 +138,7 @@ pub(crate) fn epoll_wait(
     } else {
         plain(timeout_ns.div_ceil(1_000_000).min(libc::c_int::MAX as u64) as libc::c_int)
     };
-    let n = match check(ret) {
-        Ok(n) => n as usize,
-        Err(Errno::EINTR) => 0,
-        Err(e) => return Err(e),
-    };
+    let n = check(ret)? as usize;
     // SAFETY: the kernel initialised the first `n <= max` entries.
     Ok(unsafe { std::slice::from_raw_parts(ptr, n) })
 }

@@ -262,6 +262,15 @@ thread_local! {
     static IN_CRITICAL: Cell<bool> = const { Cell::new(false) };
     /// The guard the atfork prepare handler took, released by the parent or child handler.
     static FORK_GUARD: RefCell<Option<MutexGuard<'static, ()>>> = const { RefCell::new(None) };
+    /// Signals `on_signal` swallowed (NOMASK) on this thread: a wait that a swallowed signal
+    /// interrupted was not interrupted by a handler of the program (spec section 3: natively
+    /// such a signal never reaches the thread at all), so it sleeps on.
+    static SWALLOWED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many signals `on_signal` swallowed on the calling thread so far (see `SWALLOWED`).
+pub(crate) fn swallowed_here() -> u64 {
+    SWALLOWED.with(Cell::get)
 }
 
 /// A held `LOCK`, with `IN_CRITICAL` set for as long as it may be held.
