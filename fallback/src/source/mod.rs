@@ -169,7 +169,7 @@ pub(crate) fn arm(slot: u32, cx: &mut QueueCx<'_>) -> Result<(), Errno> {
     let kev = cx.kevents.reg.get_mut(slot).ok_or(Errno::EINVAL)?;
     let (uk, ep, shared) = (&kev.uk, cx.epoll, &mut *cx.shared);
     match &mut kev.source {
-        Source::Fd(s) => s.arm(uk, token::make(generation, slot), ep),
+        Source::Fd(_) => fd::arm(slot, generation, cx),
         Source::Timer(s) => s.arm(slot, &mut shared.timers, ep),
         Source::Signal(s) => s.arm(slot, &mut shared.signals, ep),
         Source::Inode(s) => s.arm(uk, slot, &mut shared.inodes, ep),
