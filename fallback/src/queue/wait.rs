@@ -6,6 +6,10 @@ use std::mem::MaybeUninit;
 use kevent_sys::{Errno, KEVENT_FLAGS_ABSTIME, KEVENT_RET_COPY_FAILED, ukevent};
 
 use super::{HARVEST, Queue, SLICE_NS};
+
+/// How long a wait naps between harvests while an item nobody can remove keeps the queue's
+/// epoll ready (decision P32).
+const BLIND_NAP_NS: u64 = 10_000_000;
 use crate::ring::Ring;
 use crate::sys;
 
@@ -114,6 +118,8 @@ impl Queue {
         let mut more;
         let mut nonblock_checked = false;
         let mut interrupted = false;
+        // Items that are no kevent's keep epoll ready and cannot be removed (decision P32).
+        let mut blind = false;
         // The first harvest never blocks and runs before the lock is taken: when it finds
         // enough (the busy server's case), a wait costs one epoll_wait and one lock.
         let first_cap = match sink {
@@ -209,7 +215,15 @@ impl Queue {
             drop(st);
             let cap = (room + 8).min(HARVEST);
             let swallowed = crate::signal::dispatch::swallowed_here();
-            let r = match sys::epoll_wait(self.epfd, &mut events[..cap], timeout_ns.min(SLICE_NS)) {
+            let mut slice = timeout_ns.min(SLICE_NS);
+            if sleeping && blind {
+                // Decision P32: an item nobody can remove keeps epoll ready; nap on the wake
+                // eventfd (READY, wake-ups, the ready list) and harvest without blocking.
+                let nap = slice.min(BLIND_NAP_NS).div_ceil(1_000_000);
+                sys::nap_until_readable(ctx.wake, nap as libc::c_int);
+                slice = 0;
+            }
+            let r = match sys::epoll_wait(self.epfd, &mut events[..cap], slice) {
                 Err(Errno::EINTR) => {
                     // Spec section 3: a wait interrupted by a signal handler returns what is
                     // ready, possibly 0, at once (one more harvest that does not block). A
@@ -249,6 +263,11 @@ impl Queue {
                 if let Err(e) = v {
                     break Err(e);
                 }
+            }
+            if sleeping && a.unknown > 0 && a.fresh == 0 && !blind {
+                // A sleep that only items of nobody ended (decision P32): remove those that
+                // can be removed; the wait naps instead of spinning while others stay.
+                blind = st.evict_unknown(ctx) > 0;
             }
             if woken {
                 st.take_ready(call, sink, ctx);

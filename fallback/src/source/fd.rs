@@ -160,7 +160,7 @@ pub(super) fn arm(slot: u32, generation: u32, cx: &mut QueueCx<'_>) -> Result<()
 
 /// Whether an fd kevent other than `slot` is registered on number `fd` (one fd kevent per
 /// fd: a second one's ADD is `-EEXIST`). A scan, on the rare `EEXIST` path only.
-fn watched_by_other(cx: &QueueCx<'_>, fd: RawFd, slot: u32) -> bool {
+pub(super) fn watched_by_other(cx: &QueueCx<'_>, fd: RawFd, slot: u32) -> bool {
     cx.kevents.reg.iter().any(|(other, kev)| {
         other != slot && matches!(&kev.source, Source::Fd(o) if o.fd(&kev.uk) == fd)
     })

@@ -216,6 +216,11 @@ pub(crate) fn harvest(reserved: u32, cx: &mut QueueCx<'_>) {
     }
 }
 
+/// Whether number `fd` is one of the queue's own fds or watched by one of its fd kevents.
+pub(crate) fn fd_in_use(fd: RawFd, cx: &mut QueueCx<'_>) -> bool {
+    cx.shared.is_internal(fd) || fd::watched_by_other(cx, fd, u32::MAX)
+}
+
 /// **D10**: whether an fd kevent's fd no longer names the file it was registered with (other
 /// types are never stale).
 pub(crate) fn is_stale(kev: &Kevent, ep: Epoll) -> bool {

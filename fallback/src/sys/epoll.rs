@@ -142,3 +142,105 @@ pub(crate) fn epoll_wait(
     // SAFETY: the kernel initialised the first `n <= max` entries.
     Ok(unsafe { std::slice::from_raw_parts(ptr, n) })
 }
+
+/// One item of an epoll instance, as `/proc/self/fdinfo/<epfd>` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EpollItem {
+    /// The fd number it was added under.
+    pub(crate) fd: RawFd,
+    /// Its `epoll_data`.
+    pub(crate) data: u64,
+    /// The inode of its file.
+    pub(crate) ino: u64,
+}
+
+/// Every item of epoll `epfd` (from `/proc/self/fdinfo`, lines `tfd: N events: E data: D
+/// pos: P ino: I sdev: S`, numbers but `tfd` in hex). Empty when `/proc` is not mounted.
+pub(crate) fn epoll_items(epfd: RawFd) -> Vec<EpollItem> {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/self/fdinfo/{epfd}")) else {
+        return Vec::new();
+    };
+    text.lines().filter_map(parse_item).collect()
+}
+
+fn parse_item(line: &str) -> Option<EpollItem> {
+    let mut it = line.split_whitespace();
+    let mut item = EpollItem {
+        fd: -1,
+        data: 0,
+        ino: 0,
+    };
+    let mut have = 0;
+    while let Some(key) = it.next() {
+        // `pos:0` and `ino:1f` carry their value in the same word.
+        let (key, inline) = match key.split_once(':') {
+            Some((k, v)) if !v.is_empty() => (k, Some(v)),
+            Some((k, _)) => (k, None),
+            None => continue,
+        };
+        let value = match inline {
+            Some(v) => v,
+            None => it.next()?,
+        };
+        match key {
+            "tfd" => {
+                item.fd = value.parse().ok()?;
+                have |= 1;
+            }
+            "data" => {
+                item.data = u64::from_str_radix(value, 16).ok()?;
+                have |= 2;
+            }
+            "ino" => {
+                item.ino = u64::from_str_radix(value, 16).ok()?;
+                have |= 4;
+            }
+            _ => {}
+        }
+    }
+    (have == 7).then_some(item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fdinfo_lines_parse() {
+        let l = "tfd:        5 events:       19 data:               2a  pos:0 ino:3d5c sdev:8";
+        assert_eq!(
+            parse_item(l),
+            Some(EpollItem {
+                fd: 5,
+                data: 0x2a,
+                ino: 0x3d5c
+            })
+        );
+        assert_eq!(parse_item("pos:\t0"), None);
+        assert_eq!(parse_item("flags:\t02000002"), None);
+    }
+
+    #[test]
+    fn a_live_epoll_lists_its_items() {
+        let ep = epoll_create().unwrap();
+        let ev = super::super::eventfd().unwrap();
+        epoll_ctl(
+            ep.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            ev.as_raw_fd(),
+            1,
+            0xfeed_beef_0000_0001,
+        )
+        .unwrap();
+        let items = epoll_items(ep.as_raw_fd());
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert_eq!(
+            (items[0].fd, items[0].data),
+            (ev.as_raw_fd(), 0xfeed_beef_0000_0001)
+        );
+        assert_eq!(
+            items[0].ino,
+            super::super::file_id(ev.as_raw_fd()).unwrap().ino
+        );
+    }
+}

@@ -104,6 +104,17 @@ pub(crate) fn poll_now(fd: RawFd, events: i16) -> i16 {
     if n <= 0 { 0 } else { p.revents }
 }
 
+/// Sleeps until `fd` is readable or `timeout_ms` passed (a signal handler ends it early too).
+pub(crate) fn nap_until_readable(fd: RawFd, timeout_ms: libc::c_int) {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd on our stack.
+    unsafe { libc::poll(&mut p, 1, timeout_ms) };
+}
+
 /// The pending error of a socket (`SO_ERROR`), or `None` when it has none or is no socket.
 pub(crate) fn socket_error(fd: RawFd) -> Option<Errno> {
     let mut err: libc::c_int = 0;
