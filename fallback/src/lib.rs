@@ -31,7 +31,7 @@
 //! * **One fd-type kevent per fd**: epoll registers a file once per epoll, so watching the
 //!   same fd as, say, SOCKET and POLL in one queue gives the second ADD `-EEXIST`.
 //! * **Closing the queue fd while threads wait** makes them return `EBADF` within
-//!   a quarter second (decision P14).
+//!   a second (decisions P14, P34): an idle waiter wakes once a second to check.
 //! * **fork** (**D11**): the child's copies of queue fds answer `EBADF`; signal routing is
 //!   reset to the original dispositions in the child.
 #![deny(unsafe_code)]
@@ -118,6 +118,21 @@ pub unsafe fn kevent_init(ring: *mut kevent_ring, num: u32, flags: u32) -> Resul
     let fd = ep.into_raw_fd();
     fdtable::insert(Arc::new(q));
     Ok(fd)
+}
+
+/// Tells the engine that its caller sees every `close()` of queue `fd` and never passes the
+/// number again once closed (an `LD_PRELOAD` shim that interposes `close` and forgets the
+/// instance: `libkevent-epoll.so`). `kevent_ctl` on this queue then skips its check that the
+/// number still is this queue's epoll (one `epoll_ctl` per call, decision P17; P34).
+///
+/// # Errors
+///
+/// Those of [`kevent_ctl`] for a number that is not a queue: `EBADF`, `EINVAL`.
+pub fn caller_sees_close(fd: RawFd) -> Result<(), Errno> {
+    with_queue(fd, |q| {
+        q.trust_caller();
+        Ok(())
+    })
 }
 
 /// `kevent_ctl(fd, cmd, events.len(), events)`—ADD, REMOVE, MODIFY or READY.

@@ -198,6 +198,11 @@ fn create(flags: c_int) -> c_int {
     };
     ep.disown();
     let fd = ep.fd();
+    if ep.backend() == Backend::Fallback {
+        // `close()` below forgets the instance, and a number this library does not know
+        // goes to the kernel: the engine need not check the queue fd on every kevent_ctl.
+        let _ = kevent_fallback::caller_sees_close(fd);
+    }
     if flags & libc::EPOLL_CLOEXEC == 0 {
         // kevent_init's fd is close-on-exec; epoll_create's is not unless asked.
         // SAFETY: fcntl on the fd just created; no pointers.

@@ -11,7 +11,10 @@
 
 use std::os::fd::RawFd;
 
-use kevent_sys::{Errno, KEVENT_PIPE, KEVENT_POLL, KEVENT_SOCKET, kevent_id, ukevent};
+use kevent_sys::{
+    Errno, KEVENT_PIPE, KEVENT_POLL, KEVENT_REQ_ALWAYS_QUEUE, KEVENT_REQ_READY, KEVENT_SOCKET,
+    kevent_id, ukevent,
+};
 
 use crate::kevent::{Kevent, Registered};
 use crate::rules::{self, Report};
@@ -30,12 +33,19 @@ pub(crate) struct Fd {
 pub(super) fn prepare(uk: &ukevent) -> Result<Prepared, Errno> {
     let fd = fd_of(uk.id.raw());
     let file = validate(uk.type_, fd)?;
-    let revents = poll_now(uk.type_, fd, uk.event);
+    // With ALWAYS_QUEUE or READY the ADD registers whatever the fd has now (`rules::on_add`;
+    // epoll's ADD finds a ready fd ready): no need to look (one `poll` less per ADD, the
+    // epoll shim's case, issue 24 item 6).
+    let ready_now = if uk.req_flags & (KEVENT_REQ_ALWAYS_QUEUE | KEVENT_REQ_READY) != 0 {
+        None
+    } else {
+        report(uk.type_, fd, uk.event, poll_now(uk.type_, fd, uk.event))
+    };
     Ok(Prepared {
         source: Source::Fd(Fd {
             file: file.identity(),
         }),
-        ready_now: report(uk.type_, fd, uk.event, revents),
+        ready_now,
     })
 }
 
