@@ -118,6 +118,8 @@ impl Queue {
         let mut more;
         let mut nonblock_checked = false;
         let mut interrupted = false;
+        // Signals blocked outside the sleeps of this wait (dropped, restored, on return).
+        let mut held: Option<sys::SignalsHeld> = None;
         // Items that are no kevent's keep epoll ready and cannot be removed (decision P32).
         let mut blind = false;
         // The first harvest never blocks and runs before the lock is taken: when it finds
@@ -130,7 +132,7 @@ impl Queue {
         .min(HARVEST);
         // A zero timeout never sleeps, so an EINTR here is only a handler that ran just
         // before: nothing to harvest yet, the loop below looks again.
-        let first = match sys::epoll_wait(self.epfd, &mut events[..first_cap], 0) {
+        let first = match sys::epoll_wait(self.epfd, &mut events[..first_cap], 0, None) {
             Err(Errno::EINTR) => Ok(&[][..]),
             r => r,
         };
@@ -216,14 +218,27 @@ impl Queue {
             let cap = (room + 8).min(HARVEST);
             let swallowed = crate::signal::dispatch::swallowed_here();
             let mut slice = timeout_ns.min(SLICE_NS);
+            if sleeping && held.is_none() {
+                // Spec section 3: a handler that runs while this wait sleeps must end it.
+                // Between two sleeps (the slices, the gap before the first) it would run
+                // unseen: from here on signals are delivered only inside the sleeps.
+                held = sys::SignalsHeld::hold();
+            }
+            let mask = held.as_ref().map(|h| &h.old);
+            let mut napped_into_signal = false;
             if sleeping && blind {
                 // Decision P32: an item nobody can remove keeps epoll ready; nap on the wake
                 // eventfd (READY, wake-ups, the ready list) and harvest without blocking.
-                let nap = slice.min(BLIND_NAP_NS).div_ceil(1_000_000);
-                sys::nap_until_readable(ctx.wake, nap as libc::c_int);
+                napped_into_signal =
+                    sys::nap_until_readable(ctx.wake, slice.min(BLIND_NAP_NS), mask);
                 slice = 0;
             }
-            let r = match sys::epoll_wait(self.epfd, &mut events[..cap], slice) {
+            let harvest = if napped_into_signal {
+                Err(Errno::EINTR)
+            } else {
+                sys::epoll_wait(self.epfd, &mut events[..cap], slice, mask)
+            };
+            let r = match harvest {
                 Err(Errno::EINTR) => {
                     // Spec section 3: a wait interrupted by a signal handler returns what is
                     // ready, possibly 0, at once (one more harvest that does not block). A
