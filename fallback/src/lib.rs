@@ -20,7 +20,8 @@
 //!
 //! * **Signals** are caught by a process-wide handler installed when the first SIGNAL kevent
 //!   for that signal is added (signalfd would only see signals that *every* thread blocks).
-//!   A handler the program installs *afterwards* replaces it.
+//!   A handler the program installs *afterwards* replaces it until the engine takes the
+//!   signal back, chaining to that handler (at most a second later, decision P34).
 //! * **Closing a watched fd** without REMOVE (**D10**): epoll drops the registration when the
 //!   file's last descriptor closes, so nothing is reported for it or for a new file that
 //!   reuses the number; a later ADD of the same key reports the old kevent once as

@@ -110,6 +110,8 @@ impl Queue {
     ) -> Result<u32, Errno> {
         let ctx = self.ctx();
         let call = self.next_call();
+        // Decision P34: SIGNAL kevents whose handler a program replaced get it back.
+        crate::signal::dispatch::reclaim_if_due();
         let mut events = [MaybeUninit::<libc::epoll_event>::uninit(); HARVEST];
         // Level kevents this wait delivered and epoll reported again; the first `parked_upto`
         // are switched to edge-triggered until the wait ends.
@@ -253,6 +255,9 @@ impl Queue {
                 }
                 r => r,
             };
+            if sleeping {
+                crate::signal::dispatch::reclaim_if_due();
+            }
             st = self.lock();
             let mut woken = false;
             if sleeping {
