@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use kevent_test_support::differential::shim::shim;
+use kevent_test_support::differential::shim::shim_or_skip;
 use kevent_test_support::*;
 
 const NAME: &str = "i24_cpython_epoll_suites_under_the_shim_as_on_epoll";
@@ -119,14 +119,10 @@ fn i24_cpython_epoll_suites_under_the_shim_as_on_epoll() {
         );
         return;
     }
-    let so = match shim() {
-        Ok(so) => so,
-        Err(why) => {
-            skip(NAME, &format!("libkevent-epoll.so unavailable: {why}"));
-            return;
-        }
+    let Some(so) = shim_or_skip(NAME) else {
+        return;
     };
-    let so = so.to_str().expect("utf-8 path");
+    let so = so.as_str();
     let mut suites = vec!["test_epoll", "test_selectors"];
     if std::env::var("KEVENT_CPYTHON_SUITES").is_ok_and(|v| v == "full") {
         suites.push("test_asyncio");

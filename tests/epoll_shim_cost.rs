@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::process::Command;
 
-use kevent_test_support::differential::shim::shim;
+use kevent_test_support::differential::shim::shim_or_skip;
 use kevent_test_support::*;
 
 /// Set in the re-executed child: the number of requests to serve.
@@ -187,6 +187,19 @@ fn idle(ms: i32) {
     close(ep);
 }
 
+/// `strace` and the shim, or a printed skip of test `name`: the shim's path.
+fn tools_or_skip(name: &str) -> Option<String> {
+    let has_strace = Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_strace {
+        skip(name, "strace is not installed (apt-get install strace)");
+        return None;
+    }
+    shim_or_skip(name)
+}
+
 /// `strace -c -f` of the workload serving `n` requests: calls per system call.
 fn counted(n: usize, preload: Option<(&str, &str)>) -> BTreeMap<String, u64> {
     strace(NAME, &n.to_string(), preload)
@@ -250,22 +263,10 @@ fn i24_shim_kernel_calls_per_request_within_1_2x_of_epoll() {
         workload(n.parse().expect("request count"));
         return;
     }
-    let has_strace = Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_strace {
-        skip(NAME, "strace is not installed (apt-get install strace)");
+    let Some(so) = tools_or_skip(NAME) else {
         return;
-    }
-    let so = match shim() {
-        Ok(so) => so,
-        Err(why) => {
-            skip(NAME, &format!("libkevent-epoll.so unavailable: {why}"));
-            return;
-        }
     };
-    let so = so.to_str().expect("utf-8 path");
+    let so = so.as_str();
     let epoll = per_request(None);
     let base = epoll["total"];
     println!("[{NAME}] epoll: {base:.2} calls per request {epoll:.2?}");
@@ -298,25 +299,10 @@ fn p34_idle_waiter_wakes_at_most_once_a_second() {
         idle(ms.parse().expect("milliseconds"));
         return;
     }
-    let has_strace = Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_strace {
-        skip(
-            IDLE_NAME,
-            "strace is not installed (apt-get install strace)",
-        );
+    let Some(so) = tools_or_skip(IDLE_NAME) else {
         return;
-    }
-    let so = match shim() {
-        Ok(so) => so,
-        Err(why) => {
-            skip(IDLE_NAME, &format!("libkevent-epoll.so unavailable: {why}"));
-            return;
-        }
     };
-    let so = so.to_str().expect("utf-8 path");
+    let so = so.as_str();
     for b in backends(IDLE_NAME) {
         let calls = strace(
             IDLE_NAME,

@@ -12,7 +12,7 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use kevent_test_support::differential::shim::shim;
+use kevent_test_support::differential::shim::run_preloaded;
 use kevent_test_support::*;
 
 /// Set in the re-executed child: the backend the parent chose for it.
@@ -236,43 +236,14 @@ fn child(backend: &str) {
     assert_eq!((r, e), (-1, libc::ENOSYS), "io_uring_setup under the shim");
 }
 
-/// Runs the scenarios under `libkevent-epoll.so` on every backend.
-fn preloaded(name: &str) {
-    if let Ok(backend) = std::env::var(CHILD_ENV) {
-        child(&backend);
-        println!("\nCHILD-OK");
-        return;
-    }
-    let so = match shim() {
-        Ok(so) => so,
-        Err(why) => {
-            skip(name, &format!("libkevent-epoll.so unavailable: {why}"));
-            return;
-        }
-    };
-    for b in backends(name) {
-        let kind = b.as_str();
-        let out = run_child(
-            name,
-            kind,
-            &[
-                ("LD_PRELOAD", so.to_str().expect("utf-8 path")),
-                (CHILD_ENV, kind),
-                ("KEVENT_BACKEND", kind),
-            ],
-            Duration::from_secs(60),
-        );
-        assert!(
-            out.ok,
-            "[{name}] preloaded child on the {kind} backend failed: {}",
-            out.describe()
-        );
-    }
-}
-
 /// Items 3 and 4 of issue 24 (P33) and the io_uring refusal (P32), under the shim, against
 /// the kernel's epoll.
 #[test]
 fn p32_p33_epoll_closed_fd_rules_and_io_uring_under_the_shim() {
-    preloaded("p32_p33_epoll_closed_fd_rules_and_io_uring_under_the_shim");
+    run_preloaded(
+        "p32_p33_epoll_closed_fd_rules_and_io_uring_under_the_shim",
+        CHILD_ENV,
+        Duration::from_secs(60),
+        child,
+    );
 }

@@ -207,6 +207,24 @@ extern "C" fn chaining_handler(signo: c_int, info: *mut libc::siginfo_t, ctx: *m
     }
 }
 
+/// Sends SIGUSR1 until the queue reports a delivery (each wait 300 ms; fails after 10 s);
+/// returns how many were sent.
+fn until_reported_again(q: &Queue) -> u32 {
+    let start = Instant::now();
+    let mut sent = 0;
+    loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the kevent never reported again"
+        );
+        kill_self(libc::SIGUSR1);
+        sent += 1;
+        if !q.get(8, &ms(300)).is_empty() {
+            return sent;
+        }
+    }
+}
+
 isolated_test! {
     /// Decision P34 (issue 23 item 8): a handler the program installs after a SIGNAL kevent
     /// was added (here one that chains to the handler it replaced, as signal-hook's and so
@@ -232,16 +250,7 @@ isolated_test! {
                 REPLACED.store(h, SeqCst);
             }
         }
-        let start = Instant::now();
-        let mut sent = 0;
-        loop {
-            assert!(start.elapsed() < Duration::from_secs(10), "the kevent never reported again");
-            kill_self(libc::SIGUSR1);
-            sent += 1;
-            if !q.get(8, &ms(300)).is_empty() {
-                break;
-            }
-        }
+        let sent = until_reported_again(&q);
         assert_eq!(CHAINED_RUNS.load(SeqCst), sent, "the program's handler ran once per delivery");
         // From now on every delivery is reported (coalesced and counted, D8) and handled once.
         q.expect_no_events();
@@ -253,16 +262,7 @@ isolated_test! {
         // A handler that does not chain (as ctrlc's): the kevent reports again within a
         // bounded time all the same, and that handler runs once per delivery.
         install_counting_handler(libc::SIGUSR1, true);
-        let start = Instant::now();
-        let mut sent = 0;
-        loop {
-            assert!(start.elapsed() < Duration::from_secs(10), "the kevent never reported again");
-            kill_self(libc::SIGUSR1);
-            sent += 1;
-            if !q.get(8, &ms(300)).is_empty() {
-                break;
-            }
-        }
+        let sent = until_reported_again(&q);
         handled_reaches(sent);
         kill_self(libc::SIGUSR1);
         q.expect_within(Duration::from_secs(5), &[Want::of(&e).data0(1)]);
