@@ -28,7 +28,10 @@
 //!   `BROKEN|DONE` with `-EBADF`. If another descriptor (a `dup`, a child process) keeps the
 //!   old file open, epoll keeps it registered and the old file's readiness is still reported
 //!   under the old id until the next `kevent_ctl` on that key; the safe `kevent` API rules
-//!   this out by borrowing the fd for the registration's lifetime.
+//!   this out by borrowing the fd for the registration's lifetime. A REMOVE then cannot
+//!   reach epoll's item: a later ADD on that number takes it over, and while the file is
+//!   ready a sleeping wait naps (10 ms at a time) instead of sleeping in epoll (decision
+//!   P32).
 //! * **One fd-type kevent per fd**: epoll registers a file once per epoll, so watching the
 //!   same fd as, say, SOCKET and POLL in one queue gives the second ADD `-EEXIST`.
 //! * **Closing the queue fd while threads wait** makes them return `EBADF` within
