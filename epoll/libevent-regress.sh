@@ -10,7 +10,9 @@
 # EVENT_EPOLL_USE_CHANGELIST=1 (ctest's variant), and the same two under libkevent-epoll.so
 # on the fallback backend (and on native too when KEVENT_BACKEND=native works). Prints each
 # run's summary line and wall time; fails unless every shimmed run passes as many tests as
-# the same run on epoll. Too long for CI (about 2 minutes a run on 2 cores); run by hand.
+# the same run on epoll. Too long for CI (about 80 s a run on 2 cores); run by hand. On a
+# loaded machine libevent's timer-precision checks (util/usleep, util/monotonic_prc, which
+# make no epoll call) can fail in either mode: the failed tests are printed; run again.
 #
 # The library is KEVENT_EPOLL_SO when set, else target/debug/libkevent_epoll_preload.so
 # (cargo build -p kevent-epoll-preload).
@@ -52,7 +54,7 @@ run() {
         f=$(printf '%s\n' "$summary" | sed -E 's#^([0-9]+)/([0-9]+).*#\1#')
         m=$(printf '%s\n' "$summary" | sed -E 's#^([0-9]+)/([0-9]+).*#\2#')
         OK=$((m - f))
-        printf '%s\n' "$out" | grep -E '\[(FAILED|failed)' | head -20 >&2 || true
+        printf '%s\n' "$out" | grep -E 'FAILED\]|^  FAIL ' | head -20 >&2 || true
     fi
     echo "$label: $OK passed; $summary ($((end - start)) s)"
 }
