@@ -20,6 +20,7 @@
 //! [`os`], [`rawqueue`] and [`machine`] are the measuring side.
 
 pub mod capi;
+pub mod deadlines;
 pub mod http;
 pub mod json;
 pub mod machine;
@@ -29,6 +30,7 @@ pub mod rawqueue;
 pub mod registry;
 pub mod report;
 pub mod ring;
+pub mod scaling;
 pub mod stats;
 pub mod svg;
 pub mod timers;
@@ -70,6 +72,13 @@ subcommands:
   timer-memory fallback|native N
              RSS growth in bytes of a fresh process that adds N timers to one queue (the
              probe behind the timers table's bytes/timer)
+  deadlines [N]
+             N per-connection deadlines (default 100000) through kevent::Timers (one TIMER
+             kevent) and, built with --features tokio, tokio's timer wheel: CPU ns per
+             insert, reset and expiry
+  add-scaling [PAIRS]
+             ADD + REMOVE pairs per second from 1, 2 and 4 threads on one queue (safe API)
+             against epoll_ctl ADD + DEL from the same threads
   help       print this text
 
 options:
@@ -176,6 +185,8 @@ fn main() -> ExitCode {
         "serve" => http::serve_command(rest),
         "poller-rounds" => poller::rounds_command(rest),
         "timer-memory" => timers::memory_child(rest).map(|()| 0),
+        "deadlines" => deadlines::command(rest),
+        "add-scaling" => scaling::command(rest),
         _ => {
             eprintln!("kevent-bench: unknown arguments {args:?}\n\n{USAGE}");
             Ok(2)
