@@ -82,6 +82,9 @@ options:
 
 environment:
   KEVENT_BACKEND=auto|native|fallback   backend selection (default auto)
+  KEVENT_BENCH_CLOCK=instructions       the clock counts instructions (set by
+                                        `scripts/vm-lane bench --icount`): reports say
+                                        \"instruction-time\" and carry its caveat
 ";
 
 /// Command-line options shared by the benchmark subcommands.
@@ -210,8 +213,12 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
         }),
     };
     let mut md = format!(
-        "# kevent-bench results\n\n{}* Command: `kevent-bench {cmd}{}{}`\n* Build: {} \
+        "# kevent-bench results{}\n\n{}* Command: `kevent-bench {cmd}{}{}`\n* Build: {} \
          (kevent-bench {})\n* Pinning: {}\n\n",
+        match machine.clock {
+            machine::Clock::Instructions => " (instruction-time)",
+            machine::Clock::Time => "",
+        },
         machine.markdown(),
         if opts.quick { " --quick" } else { "" },
         match (opts.transport, opts.rt) {
@@ -344,7 +351,7 @@ fn summary_md(
     let mut s = format!(
         "## At a glance\n\nCommand: `{command}` ({}; {} on {} CPUs, Linux {}; kevent \
          backends: {}). Ratios: median with its 95% bootstrap interval in brackets; \
-         \"no measurable difference\" when the interval contains 1.0.\n\n\
+         \"no measurable difference\" when the interval contains 1.0.\n\n{}\
          | measured | target | result |\n|---|---|---|\n",
         if cfg!(debug_assertions) {
             "debug build"
@@ -360,6 +367,10 @@ fn summary_md(
             .map(|b| b.as_str())
             .collect::<Vec<_>>()
             .join(", "),
+        match machine.clock {
+            machine::Clock::Instructions => format!("{}\n\n", machine::INSTRUCTION_TIME_CAVEAT),
+            machine::Clock::Time => String::new(),
+        },
     );
     for (_, _, _, rows) in sections {
         for r in rows {

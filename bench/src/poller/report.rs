@@ -9,7 +9,7 @@ use kevent_backend::Backend;
 use super::mechanism::Mech;
 use super::{Config, Transport};
 use crate::json::Json;
-use crate::machine::Machine;
+use crate::machine::{Clock, Machine};
 use crate::stats::{Interval, RATIO_LEGEND, Summary, judge_at_most, ratio_cell};
 use crate::svg::{LineChart, Series};
 use crate::{Section, SummaryRow};
@@ -47,12 +47,17 @@ pub(super) fn report(
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "Microseconds per round (median of {} timed blocks, min–max in parentheses; each block \
+        "{} per round (median of {} timed blocks, min–max in parentheses; each block \
          ≈{} ms after a warm-up). Transport: **{}**{}. One round = write 1 byte to each of A \
          active descriptors, one wait that returns them, read each byte. Ratio rows: kevent ÷ \
          epoll per column, over the ratios of the two blocks timed in the same repetition \
          (target ≤ 1.10). {RATIO_LEGEND} The last column is the largest measured N ÷ N=100, \
          from the medians (target ≤ 1.3).\n",
+        match machine.clock {
+            Clock::Instructions =>
+                "Microseconds of instruction-time (thousands of guest instructions)",
+            Clock::Time => "Microseconds",
+        },
         cfg.reps,
         cfg.block_ns / 1_000_000,
         cfg.transport.name(),
@@ -199,7 +204,7 @@ pub(super) fn report(
         markdown: md,
         json,
         charts,
-        summary: summary(cfg, mechs, backends, samples, &measured),
+        summary: summary(cfg, mechs, backends, samples, &measured, machine.clock),
     }
 }
 
@@ -211,6 +216,7 @@ fn summary(
     backends: &[Backend],
     samples: &BTreeMap<(Mech, usize, usize), Vec<f64>>,
     measured: &[usize],
+    clock: Clock,
 ) -> Vec<SummaryRow> {
     let mut rows = vec![];
     for &m in mechs {
@@ -218,7 +224,9 @@ fn summary(
             continue;
         }
         if let Some(twin) = m.rust_twin() {
-            rows.extend(c_over_rust(cfg, m, twin, backends, samples, measured));
+            rows.extend(c_over_rust(
+                cfg, m, twin, backends, samples, measured, clock,
+            ));
         }
         let cells: Vec<(usize, usize, Interval)> = measured
             .iter()
@@ -241,7 +249,11 @@ fn summary(
         let same = cells.iter().filter(|c| c.2.contains(1.0)).count();
         let all: Vec<Interval> = cells.iter().map(|c| c.2).collect();
         rows.push(SummaryRow {
-            what: format!("poller: {} ÷ epoll, µs per round", m.name(backends)),
+            what: format!(
+                "poller: {} ÷ epoll, {} per round",
+                m.name(backends),
+                clock.us()
+            ),
             target: "≤ 1.10 in every cell".into(),
             result: format!(
                 "medians {lo:.2}–{:.2} over {} cells (no measurable difference in {same}); \
@@ -290,6 +302,7 @@ fn c_over_rust(
     backends: &[Backend],
     samples: &BTreeMap<(Mech, usize, usize), Vec<f64>>,
     measured: &[usize],
+    clock: Clock,
 ) -> Option<SummaryRow> {
     let cells: Vec<(usize, usize, Interval)> = measured
         .iter()
@@ -307,9 +320,10 @@ fn c_over_rust(
     let all: Vec<Interval> = cells.iter().map(|c| c.2).collect();
     Some(SummaryRow {
         what: format!(
-            "poller: {} ÷ {}, µs per round",
+            "poller: {} ÷ {}, {} per round",
             m.name(backends),
-            twin.name(backends)
+            twin.name(backends),
+            clock.us()
         ),
         target: "≤ 1.05 in every cell".into(),
         result: format!(
