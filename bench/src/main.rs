@@ -32,6 +32,7 @@ pub mod ring;
 pub mod stats;
 pub mod svg;
 pub mod timers;
+pub mod uring;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -49,8 +50,8 @@ usage: kevent-bench [SUBCOMMAND] [--quick] [--out DIR] [--transport unix-dgram|s
 subcommands:
   report     print the detected backend (and why native is unavailable) and the ABI summary
              (the default; `backend` is an alias)
-  poller     N watched descriptors, A active: µs per round for select, poll, epoll and kevent
-             (get_events and ring) on every available backend
+  poller     N watched descriptors, A active: µs per round for select, poll, epoll, io_uring
+             (multishot poll) and kevent (get_events and ring) on every available backend
   http       single-threaded HTTP/1.1 servers on epoll and on kevent (and nginx, when
              installed) under the built-in load generator (and ab and wrk, when installed)
   registry   kevent_ctl ADD/MODIFY/REMOVE ns/op with 1e3..1e6 registered kevents, random vs
@@ -64,7 +65,7 @@ subcommands:
              run one HTTP server alone on 127.0.0.1:PORT (to profile it under your own load)
   loadgen PORT CONNS keep-alive|close WARMUP_MS WINDOW_MS
              the built-in load generator alone against 127.0.0.1:PORT
-  poller-rounds select|poll|epoll|get_events|ring|ring-batched|c-get_events|c-ring N A ROUNDS
+  poller-rounds select|poll|epoll|io_uring|get_events|ring|ring-batched|c-get_events|c-ring N A ROUNDS
              ROUNDS poller rounds of one mechanism alone, on the process's backend (a workload
              to profile under callgrind or perf; prints its µs per round, no baseline)
   timer-memory fallback|native N

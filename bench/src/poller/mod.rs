@@ -86,6 +86,11 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
     eprintln!("poller: N = {:?}, A = {:?}", cfg.ns, cfg.actives);
     let backends = &machine.backends;
     let mut mechs = vec![Mech::Select, Mech::Poll, Mech::Epoll];
+    let uring = crate::uring::Uring::probe();
+    match &uring {
+        Ok(()) => mechs.push(Mech::Uring),
+        Err(why) => eprintln!("poller: io_uring {why}"),
+    }
     for b in 0..backends.len() {
         mechs.push(Mech::KeventGet(b));
         mechs.push(Mech::KeventRing(b, false));
@@ -191,6 +196,7 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
         &samples,
         &skipped,
         &select_skipped,
+        uring.err(),
         machine,
     )
 }
@@ -204,7 +210,7 @@ pub fn rounds_command(args: &[String]) -> std::io::Result<u8> {
     let usage = || {
         eprintln!(
             "usage: kevent-bench poller-rounds \
-             select|poll|epoll|get_events|ring|ring-batched|c-get_events|c-ring N A ROUNDS"
+             select|poll|epoll|io_uring|get_events|ring|ring-batched|c-get_events|c-ring N A ROUNDS"
         );
         Ok(2)
     };
@@ -236,6 +242,7 @@ pub fn rounds_command(args: &[String]) -> std::io::Result<u8> {
         "select" => Mech::Select,
         "poll" => Mech::Poll,
         "epoll" => Mech::Epoll,
+        "io_uring" => Mech::Uring,
         "get_events" => Mech::KeventGet(0),
         "ring" => Mech::KeventRing(0, false),
         "ring-batched" => Mech::KeventRing(0, true),
