@@ -14,11 +14,12 @@
 //! their intervals and the command), `DIR/<name>.json` (and `DIR/results.json` for `all`)
 //! and SVG charts for the poller and HTTP results. Progress goes to stderr.
 //!
-//! Modules: [`poller`], [`http`], [`registry`], [`timers`], [`ring`], [`capi`] are the
-//! benchmarks;
+//! Modules: [`poller`], [`http`], [`registry`], [`timers`], [`ring`], [`capi`], [`calls`] are
+//! the benchmarks; [`uring`] is io_uring on raw syscalls (an anchor beside epoll);
 //! [`report`] is the backend report; [`stats`], [`json`], [`svg`] are the output side;
 //! [`os`], [`rawqueue`] and [`machine`] are the measuring side.
 
+pub mod calls;
 pub mod capi;
 pub mod http;
 pub mod json;
@@ -60,6 +61,9 @@ subcommands:
   ring       events/s through get_events vs the ring, and syscalls per event
   capi       ns per call through libkevent's exported C functions ÷ the Rust dispatch they
              wrap (the C layer's copies of caller memory), on the process's backend
+  calls      per call: an empty wait, 1 and 64 events, ADD + REMOVE, MODIFY, the ring's
+             wait + commit, on kevent (every backend) beside epoll and io_uring: CPU ns, or
+             instructions in `scripts/vm-lane bench --icount calls`
   all        every benchmark above (http last)
   serve epoll|kevent|safe PORT SECONDS
              run one HTTP server alone on 127.0.0.1:PORT (to profile it under your own load)
@@ -166,7 +170,7 @@ fn main() -> ExitCode {
     let result = match cmd {
         "report" | "backend" if rest.is_empty() => report::report(stdout, detect::current()),
         "help" | "-h" | "--help" => stdout.write_all(USAGE.as_bytes()).map(|()| 0),
-        "poller" | "http" | "registry" | "timers" | "ring" | "capi" | "all" => {
+        "poller" | "http" | "registry" | "timers" | "ring" | "capi" | "calls" | "all" => {
             match parse_opts(rest) {
                 Ok(opts) => bench(stdout, cmd, &opts),
                 Err(e) => {
@@ -203,13 +207,16 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
         // as softirqs for a minute, and this kernel charges softirq time to whichever thread
         // they interrupt (no CONFIG_IRQ_TIME_ACCOUNTING): the single-process benchmarks'
         // per-call CPU times and lateness would carry it.
-        "all" => &["poller", "registry", "timers", "ring", "capi", "http"],
+        "all" => &[
+            "poller", "registry", "timers", "ring", "capi", "calls", "http",
+        ],
         one => std::slice::from_ref(match one {
             "poller" => &"poller",
             "http" => &"http",
             "registry" => &"registry",
             "timers" => &"timers",
             "capi" => &"capi",
+            "calls" => &"calls",
             _ => &"ring",
         }),
     };
@@ -289,6 +296,7 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
             "registry" => registry::run(opts, &machine),
             "timers" => timers::run(opts, &machine),
             "capi" => capi::run(opts, &machine),
+            "calls" => calls::run(opts, &machine),
             _ => ring::run(opts, &machine),
         };
         if rt {
