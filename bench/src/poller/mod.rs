@@ -3,7 +3,10 @@
 //! one wait that returns them, and reads each byte. Reported in microseconds per round.
 //!
 //! Mechanisms: `select` (only while every fd is below `FD_SETSIZE`), `poll`, raw `epoll`
-//! (level-triggered), and for each available kevent backend: `kevent_get_events` and the
+//! (level-triggered), io_uring (one multishot `IORING_OP_POLL_ADD` per descriptor, completions
+//! reaped from the CQ ring, `io_uring_enter` only to wait on an empty CQ ring: [`crate::uring`];
+//! reported as refused where the kernel or a seccomp filter refuses it), and for each
+//! available kevent backend: `kevent_get_events` and the
 //! ring (`kevent_wait`, read the entries published before `ring_kidx`, `kevent_commit`),
 //! once committing after every wait and once committing when half the ring (512 of 1024
 //! slots) has been read, the batching the ring allows. The same two calls also go through
