@@ -280,6 +280,31 @@ fn summary(
             .fold(f64::INFINITY, f64::min);
         let same = cells.iter().filter(|c| c.2.contains(1.0)).count();
         let all: Vec<Interval> = cells.iter().map(|c| c.2).collect();
+        if m.is_kevent() && m.rust_twin().is_none() && mechs.contains(&Mech::Uring) {
+            let over: Vec<Interval> = measured
+                .iter()
+                .flat_map(|&n| cfg.actives.iter().map(move |&a| (n, a)))
+                .filter_map(|(n, a)| paired_ratio(samples, (m, n, a), (Mech::Uring, n, a)))
+                .collect();
+            if !over.is_empty() {
+                let (lo, hi) = over.iter().fold((f64::INFINITY, 0f64), |(l, h), x| {
+                    (l.min(x.median), h.max(x.median))
+                });
+                rows.push(SummaryRow {
+                    what: format!(
+                        "poller: {} ÷ io_uring multishot poll, {} per round",
+                        m.name(backends),
+                        clock.us()
+                    ),
+                    target: "≤ 1.00 in every cell (issue 21)".into(),
+                    result: format!(
+                        "medians {lo:.2}–{hi:.2} over {} cells: **{}**",
+                        over.len(),
+                        judge_at_most(&over, 1.00)
+                    ),
+                });
+            }
+        }
         rows.push(SummaryRow {
             what: format!(
                 "poller: {} ÷ epoll, {} per round",
