@@ -226,6 +226,20 @@ mod tests {
         assert_eq!(utc(1_796_083_200 + 3_660), "2026-12-01 01:01 UTC");
     }
 
+    /// P35: a report made on the instruction clock says so and carries the caveat; one made
+    /// on time does not.
+    #[test]
+    fn p35_instruction_time_reports_say_so() {
+        let mut m = Machine::probe();
+        m.clock = Clock::Time;
+        assert!(!m.markdown().contains("nstruction-time"));
+        m.clock = Clock::Instructions;
+        let md = m.markdown();
+        assert!(md.contains("**Instruction-time**"), "{md}");
+        assert!(md.contains("not weighted"), "{md}");
+        assert_eq!(Clock::Instructions.us(), "µs of instruction-time");
+    }
+
     #[test]
     fn probe_finds_the_fallback() {
         let m = Machine::probe();
