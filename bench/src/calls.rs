@@ -31,7 +31,6 @@
 //! instructions). The first repetition is a warm-up. Every call's result is checked, so a
 //! broken call cannot pass for a fast one. A cell is the median (min–max) over repetitions;
 //! ratios to epoll are medians of per-repetition ratios with their 95% bootstrap interval.
-#![allow(unsafe_code)]
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -158,33 +157,16 @@ struct Sockets {
     idle: Vec<(OwnedFd, OwnedFd)>,
 }
 
-fn socketpair() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut sv = [0; 2];
-    // SAFETY: `sv` is a local array of two ints the call writes.
-    let r = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-            sv.as_mut_ptr(),
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok((os::owned(sv[0])?, os::owned(sv[1])?))
-}
-
 impl Sockets {
     fn new() -> std::io::Result<Sockets> {
         let ready = (0..MANY)
-            .map(|_| socketpair())
+            .map(|_| os::socketpair())
             .collect::<Result<Vec<_>, _>>()?;
         for (_, peer) in &ready {
             os::write1(peer.as_raw_fd());
         }
         let idle = (0..2)
-            .map(|_| socketpair())
+            .map(|_| os::socketpair())
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Sockets { ready, idle })
     }
