@@ -49,11 +49,37 @@ impl kevent_id {
     /// A SIGNAL kevent id split into `(signo, nomask)`, the inverse of [`kevent_id::signal`].
     ///
     /// `signo` is `raw[0]` reinterpreted as `i32` (a huge `raw[0]` becomes negative, which
-    /// every backend rejects); other bits of `raw[1]` are not looked at here: they stay part
-    /// of the registry key.
+    /// every backend rejects); other bits of `raw[1]` are not looked at here: an id with any
+    /// of them set is refused at ADD ([`kevent_id::fits`], **P27**).
     pub const fn signal_parts(&self) -> (i32, bool) {
         let v = self.as_u64();
         (v as u32 as i32, v & crate::KEVENT_SIGNAL_NOMASK != 0)
+    }
+
+    /// The same signal's id with the other NOMASK variant: a queue watches a signal once,
+    /// with or without NOMASK (**P27**), so this names the kevent an ADD of `self` conflicts
+    /// with.
+    pub const fn signal_other_variant(&self) -> kevent_id {
+        kevent_id::from_u64(self.as_u64() ^ crate::KEVENT_SIGNAL_NOMASK)
+    }
+
+    /// Whether every bit of this id means something for a kevent of `type_`; ADD of an id
+    /// that does not fit is `-EINVAL`. The id layouts are spec section 5's; the rules that
+    /// refuse the unused bits are the project's:
+    ///
+    /// * SIGNAL (**P27**): `raw[0]` and the NOMASK bit only, bits 32-62 clear;
+    /// * SOCKET, PIPE, POLL (**P28**) and INODE (**P29**): `raw[0]` is the fd, `raw[1]` is 0.
+    ///
+    /// Every other type uses the whole id (TIMER: seconds and nanoseconds, UNOTIFY: any).
+    pub const fn fits(&self, type_: u32) -> bool {
+        match type_ {
+            crate::KEVENT_SIGNAL => (self.as_u64() & !crate::KEVENT_SIGNAL_NOMASK) >> 32 == 0,
+            crate::KEVENT_SOCKET
+            | crate::KEVENT_PIPE
+            | crate::KEVENT_POLL
+            | crate::KEVENT_INODE => self.raw()[1] == 0,
+            _ => true,
+        }
     }
 }
 
@@ -182,6 +208,28 @@ mod tests {
         for (s, m) in [(1, false), (34, true), (64, false), (i32::MAX, true)] {
             assert_eq!(kevent_id::signal(s, m).signal_parts(), (s, m));
         }
+    }
+
+    #[test]
+    fn ids_fit_their_type_p27_p28_p29() {
+        use crate::{KEVENT_INODE, KEVENT_PIPE, KEVENT_POLL, KEVENT_SIGNAL, KEVENT_SOCKET};
+        assert!(kevent_id::signal(10, true).fits(KEVENT_SIGNAL));
+        assert!(kevent_id::signal(10, false).fits(KEVENT_SIGNAL));
+        for bit in 32..63 {
+            let id = kevent_id::from_u64(10 | (1 << bit));
+            assert!(!id.fits(KEVENT_SIGNAL), "bit {bit}");
+        }
+        for t in [KEVENT_SOCKET, KEVENT_PIPE, KEVENT_POLL, KEVENT_INODE] {
+            assert!(kevent_id::from_raw([3, 0]).fits(t));
+            assert!(!kevent_id::from_raw([3, 1]).fits(t));
+            assert!(!kevent_id::from_raw([3, 0x8000_0000]).fits(t));
+        }
+        assert!(kevent_id::from_raw([1, 2]).fits(crate::KEVENT_TIMER));
+        assert!(kevent_id::from_u64(u64::MAX).fits(crate::KEVENT_UNOTIFY));
+        assert_eq!(
+            kevent_id::signal(10, true).signal_other_variant().as_u64(),
+            kevent_id::signal(10, false).as_u64()
+        );
     }
 
     #[test]

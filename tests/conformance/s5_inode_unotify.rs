@@ -37,21 +37,87 @@ backend_test! {
     }
 
     /// INODE: the event mask filters: a CREATE-only kevent does not report removals, and a
-    /// REMOVE-only kevent does not report creations.
+    /// REMOVE-only kevent does not report creations. A queue watches a directory once
+    /// (decision P29), so the two kevents on one directory are in two queues.
     fn s5_inode_event_mask_filters(b) {
-        let q = Queue::new(b);
+        let qc = Queue::new(b);
+        let qr = Queue::new(b);
         let path = temp_dir("inodemask");
+        let d = std::fs::File::open(&path).unwrap();
+        let create = inode(&d, KEVENT_INODE_CREATE, 0);
+        let remove = inode(&d, KEVENT_INODE_REMOVE, 0);
+        qc.add_ok(&[create]);
+        qr.add_ok(&[remove]);
+        std::fs::write(path.join("a"), b"x").unwrap();
+        qc.expect_within(Duration::from_secs(5), &[Want::of(&create)]);
+        std::fs::remove_file(path.join("a")).unwrap();
+        qr.expect_within(Duration::from_secs(5), &[Want::of(&remove)]);
+        std::thread::sleep(Duration::from_millis(20));
+        qc.expect_no_events();
+        qr.expect_no_events();
+        let _ = std::fs::remove_dir_all(path);
+    }
+
+    /// Decision P29: an INODE id is the directory's fd: `id.raw[1]` must be 0, or the entry
+    /// is `-EINVAL`, before the fd is looked at (a closed fd too), and also while the
+    /// directory is watched under its proper id (not `-EEXIST`).
+    fn p29_inode_raw1_einval(b) {
+        let q = Queue::new(b);
+        let path = temp_dir("inoderaw1");
+        let d = std::fs::File::open(&path).unwrap();
+        let good = inode(&d, KEVENT_INODE_CREATE, 0);
+        let closed = next_fd();
+        for fd in [d.as_raw_fd(), closed] {
+            for raw1 in [1, 0x8000_0000, u32::MAX] {
+                let mut e = good;
+                e.id = kevent_id::from_raw([fd as u32, raw1]);
+                expect_events(&q.add(&[e]), &[Want::of(&e).broken(Errno::EINVAL)]);
+            }
+        }
+        q.add_ok(&[good]);
+        let mut e = good;
+        e.id = kevent_id::from_raw([d.as_raw_fd() as u32, 1]);
+        expect_events(&q.add(&[e]), &[Want::of(&e).broken(Errno::EINVAL)]);
+        q.remove_ok(&[good]);
+        assert_usable(&q);
+        let _ = std::fs::remove_dir_all(path);
+    }
+
+    /// Decision P29: a queue watches a directory once: a second INODE kevent on it through
+    /// another fd is `-EEXIST`, and the directory's changes reach the first kevent only.
+    /// Another queue may watch it (through either fd). After the first fd's file is closed
+    /// and its kevent REMOVEd, the directory is free again in that queue.
+    fn p29_inode_same_directory_twice_eexist(b) {
+        let q = Queue::new(b);
+        let q2 = Queue::new(b);
+        let path = temp_dir("inodetwice");
         let d1 = std::fs::File::open(&path).unwrap();
         let d2 = std::fs::File::open(&path).unwrap();
-        let create = inode(&d1, KEVENT_INODE_CREATE, 0);
-        let remove = inode(&d2, KEVENT_INODE_REMOVE, 0);
-        q.add_ok(&[create, remove]);
+        let e1 = inode(&d1, KEVENT_INODE_CREATE, 0);
+        let e2 = inode(&d2, KEVENT_INODE_CREATE, 0);
+        q.add_ok(&[e1]);
+        expect_events(&q.add(&[e2]), &[Want::of(&e2).broken(Errno::EEXIST)]);
+        // Refused in a batch too, next to an entry that is accepted.
+        let u = user(1, 0);
+        expect_events(&q.add(&[u, e2]), &[Want::of(&e2).broken(Errno::EEXIST)]);
+        q2.add_ok(&[e2]);
+        expect_events(&q2.add(&[e1]), &[Want::of(&e1).broken(Errno::EEXIST)]);
         std::fs::write(path.join("a"), b"x").unwrap();
-        q.expect_within(Duration::from_secs(5), &[Want::of(&create)]);
-        std::fs::remove_file(path.join("a")).unwrap();
-        q.expect_within(Duration::from_secs(5), &[Want::of(&remove)]);
+        q.expect_within(Duration::from_secs(5), &[Want::of(&e1)]);
+        q2.expect_within(Duration::from_secs(5), &[Want::of(&e2)]);
         std::thread::sleep(Duration::from_millis(20));
         q.expect_no_events();
+        q2.expect_no_events();
+        // The first fd's only file closed: its kevent still watches the directory until
+        // REMOVE; then the second fd's ADD is accepted and reported.
+        drop(d1);
+        q.remove_ok(&[e1]);
+        q.add_ok(&[e2]);
+        std::fs::write(path.join("b"), b"x").unwrap();
+        q.expect_within(Duration::from_secs(5), &[Want::of(&e2)]);
+        q2.expect_within(Duration::from_secs(5), &[Want::of(&e2)]);
+        q.remove_ok(&[e2, u]);
+        q2.remove_ok(&[e2]);
         let _ = std::fs::remove_dir_all(path);
     }
 

@@ -192,6 +192,57 @@ isolated_test! {
         }
         assert_usable(&q);
     }
+
+    /// Decision P27: a SIGNAL id is the signal number and the NOMASK bit, nothing else: an
+    /// ADD with any of id bits 32-62 set is `-EINVAL` for that entry (and registers
+    /// nothing: the plain id is then still free).
+    fn p27_signal_id_high_bits_einval(b) {
+        let q = Queue::new(b);
+        for (bit, nomask) in [(32, false), (40, true), (62, false), (47, true)] {
+            let mut e = signal(libc::SIGUSR1, nomask, 0);
+            e.id = kevent_id::from_u64(e.id.as_u64() | (1 << bit));
+            expect_events(&q.add(&[e]), &[Want::of(&e).broken(Errno::EINVAL)]);
+        }
+        let e = signal(libc::SIGUSR1, false, 0);
+        q.add_ok(&[e]);
+        q.remove_ok(&[e]);
+        assert_usable(&q);
+    }
+
+    /// Decision P27: a queue watches a signal once: the other NOMASK variant of a watched
+    /// signal is `-EEXIST` (both ways round), the registered kevent stays as it was, and
+    /// after its REMOVE the other variant is accepted. Another queue is not concerned.
+    fn p27_signal_other_nomask_variant_eexist(b) {
+        install_counting_handler(libc::SIGUSR1, true);
+        let q = Queue::new(b);
+        let other = Queue::new(b);
+        for first_nomask in [false, true] {
+            let first = signal(libc::SIGUSR1, first_nomask, 0);
+            let second = signal(libc::SIGUSR1, !first_nomask, 0);
+            q.add_ok(&[first]);
+            expect_events(&q.add(&[second]), &[Want::of(&second).broken(Errno::EEXIST)]);
+            // The first is still the one registered: REMOVE of the refused key finds nothing.
+            expect_events(
+                &q.ctl_in_place(KEVENT_CTL_REMOVE, &[second]),
+                &[Want::of(&second).broken(Errno::ENOENT)],
+            );
+            other.add_ok(&[second]);
+            other.remove_ok(&[second]);
+            q.remove_ok(&[first]);
+            q.add_ok(&[second]);
+            q.remove_ok(&[second]);
+        }
+        // The refusal left the watching intact: a signal is reported once, as the
+        // registered variant says (without NOMASK the handler runs too).
+        let e = signal(libc::SIGUSR1, false, 0);
+        q.add_ok(&[e]);
+        let nomask = signal(libc::SIGUSR1, true, 0);
+        expect_events(&q.add(&[nomask]), &[Want::of(&nomask).broken(Errno::EEXIST)]);
+        kill_self(libc::SIGUSR1);
+        handled_reaches(1);
+        q.expect_within(Duration::from_secs(5), &[Want::of(&e).data0(1)]);
+        q.expect_no_events();
+    }
 }
 
 /// Runs of [`chaining_handler`].

@@ -252,4 +252,33 @@ backend_test! {
         }
         let _ = std::fs::remove_dir_all(dir);
     }
+
+    /// Decision P28: an fd kevent's id is its fd: `id.raw[1]` must be 0, or the entry is
+    /// `-EINVAL` (SOCKET, PIPE and POLL alike), also while the fd is watched under its
+    /// proper id (not `-EEXIST`: the id itself is wrong), which stays registered.
+    fn p28_fd_kevent_raw1_einval(b) {
+        let q = Queue::new(b);
+        let (s, _peer) = socketpair();
+        let (r, _w) = pipe();
+        let ev = eventfd(0);
+        let fds = [
+            (KEVENT_SOCKET, s.as_raw_fd(), KEVENT_SOCKET_RECV),
+            (KEVENT_PIPE, r.as_raw_fd(), KEVENT_SOCKET_RECV),
+            (KEVENT_POLL, ev.as_raw_fd(), KEVENT_POLL_POLLIN),
+        ];
+        for (type_, fd, event) in fds {
+            let good = on_fd(type_, fd, event, 0);
+            for raw1 in [1, 0x8000_0000, u32::MAX] {
+                let mut e = good;
+                e.id = kevent_id::from_raw([fd as u32, raw1]);
+                expect_events(&q.add(&[e]), &[Want::of(&e).broken(Errno::EINVAL)]);
+            }
+            q.add_ok(&[good]);
+            let mut e = good;
+            e.id = kevent_id::from_raw([fd as u32, 7]);
+            expect_events(&q.add(&[e]), &[Want::of(&e).broken(Errno::EINVAL)]);
+            q.remove_ok(&[good]);
+        }
+        assert_usable(&q);
+    }
 }

@@ -30,17 +30,19 @@ impl State {
         if !source::addable(e.type_) {
             return Err(Errno::ENOSYS);
         }
-        if e.req_flags & !rules::KNOWN_REQ_FLAGS != 0 {
+        // P27, P28, P29: id bits the type does not use are refused.
+        if e.req_flags & !rules::KNOWN_REQ_FLAGS != 0 || !e.id.fits(e.type_) {
             return Err(Errno::EINVAL);
         }
         let key: Key = (e.type_, e.id.as_u64());
         if let Some(slot) = self.kevents.reg.find(key) {
-            if !self.is_stale(slot, ctx) {
-                return Err(Errno::EEXIST);
-            }
-            self.report_stale(slot, ctx);
+            self.replace_stale(slot, ctx)?;
         }
         let prepared = source::prepare(e)?;
+        // P27, P29: the same signal or directory under another key.
+        if let Some(slot) = source::same_target(e, &prepared.source, &mut self.cx(ctx)) {
+            self.replace_stale(slot, ctx)?;
+        }
         let req = rules::effective_req_flags(e.type_, e.req_flags);
         let ready = prepared.ready_now.is_some();
         let action = rules::on_add(req, ready);
@@ -94,6 +96,16 @@ impl State {
             self.kevents.dequeued();
         }
         source::disarm(&kev, slot, stale, &mut self.cx(ctx));
+    }
+
+    /// An ADD meets the kevent in `slot`, registered for the same target: `-EEXIST`, unless
+    /// it is stale (**D10**: then it is reported and unregistered, and the ADD goes on).
+    fn replace_stale(&mut self, slot: u32, ctx: Ctx) -> Result<(), Errno> {
+        if !self.is_stale(slot, ctx) {
+            return Err(Errno::EEXIST);
+        }
+        self.report_stale(slot, ctx);
+        Ok(())
     }
 
     /// **D10**: whether the kevent in `slot` is an fd kevent whose fd no longer names the file

@@ -1,10 +1,12 @@
 //! INODE kevents: `id.raw[0]` is the fd of a directory; CREATE and REMOVE of its entries.
 //!
-//! Every INODE kevent of a queue shares the queue's one inotify fd; a kevent holds one
-//! watch descriptor (inotify returns the same descriptor for the same directory, so several
-//! kevents may share it). `ret_data[0]` holds the `KEVENT_INODE_*` bits seen since the last
+//! Every INODE kevent of a queue shares the queue's one inotify fd; a kevent has one watch
+//! descriptor, its directory's. A queue watches a directory once (**P29**: a second kevent
+//! on it through another fd is `-EEXIST`, `super::same_target`), so a watch serves one
+//! kevent. `ret_data[0]` holds the `KEVENT_INODE_*` bits seen since the last
 //! delivery; the directory itself going away is BROKEN (`-ENOENT`). The queue-wide part,
-//! [`Watches`] (the inotify fd and which kevents each watch serves), is this file's too, with
+//! [`Watches`] (the inotify fd, which kevent each watch and each directory has), is this
+//! file's too, with
 //! its harvest step ([`Watches::read`]).
 
 use std::collections::HashMap;
@@ -30,18 +32,22 @@ const WATCH_MASK: u32 = libc::IN_CREATE
 /// `revents` bit of an INODE kevent meaning the watched directory is gone.
 const GONE: u32 = 1 << 31;
 
-/// An INODE kevent's source: the inotify watch of the directory.
+/// An INODE kevent's source: the identity (`st_dev`, `st_ino`) of the directory its fd
+/// named at ADD; a queue watches a directory once (**P29**). Its inotify watch is found
+/// through [`Watches`] (kept out of here: the entry of every kevent stays small).
 #[derive(Debug)]
 pub(crate) struct Inode {
-    wd: i32,
+    dir: (u64, u64),
 }
 
-/// The INODE kevents of one queue: the inotify fd (made at the first one) and the kevents
-/// of each watch descriptor.
+/// The INODE kevents of one queue: the inotify fd (made at the first one), the kevents of
+/// each watch descriptor, and the kevent watching each directory with its watch descriptor
+/// (**P29**: one per directory).
 #[derive(Debug)]
 pub(crate) struct Watches {
     inotify: Option<OwnedFd>,
     by_wd: HashMap<i32, Vec<u32>>,
+    by_dir: HashMap<(u64, u64), (u32, i32)>,
 }
 
 /// Checks that `raw[0]` is an open directory.
@@ -52,7 +58,9 @@ pub(super) fn prepare(uk: &ukevent) -> Result<Prepared, Errno> {
         return Err(Errno::EINVAL);
     }
     Ok(Prepared {
-        source: Source::Inode(Inode { wd: -1 }),
+        source: Source::Inode(Inode {
+            dir: file.identity(),
+        }),
         ready_now: None,
     })
 }
@@ -96,19 +104,25 @@ impl Inode {
             }
         };
         let w = sys::inotify_watch_fd(ino, dir, WATCH_MASK)?;
-        self.wd = w;
         watches.by_wd.entry(w).or_default().push(slot);
+        watches.by_dir.insert(self.dir, (slot, w));
         Ok(())
     }
 
-    /// Drops the kevent from its watch, and the watch once no kevent uses it.
+    /// Drops the kevent from its watch, and the watch once no kevent uses it. Nothing to do
+    /// if arming failed, or the watch is already gone (`IN_IGNORED`).
     pub(super) fn disarm(&self, slot: u32, watches: &mut Watches) {
-        if let Some(list) = watches.by_wd.get_mut(&self.wd) {
+        let wd = match watches.by_dir.get(&self.dir) {
+            Some(&(owner, wd)) if owner == slot => wd,
+            _ => return,
+        };
+        watches.by_dir.remove(&self.dir);
+        if let Some(list) = watches.by_wd.get_mut(&wd) {
             list.retain(|&s| s != slot);
             if list.is_empty() {
-                watches.by_wd.remove(&self.wd);
+                watches.by_wd.remove(&wd);
                 if let Some(ino) = &watches.inotify {
-                    sys::inotify_unwatch(ino.as_raw_fd(), self.wd);
+                    sys::inotify_unwatch(ino.as_raw_fd(), wd);
                 }
             }
         }
@@ -131,7 +145,20 @@ impl Watches {
         Watches {
             inotify: None,
             by_wd: HashMap::new(),
+            by_dir: HashMap::new(),
         }
+    }
+
+    /// **P29**: the kevent of this queue that watches the directory `inode` (its
+    /// [`Inode::dir`]), if any. A directory that went away is watched by nobody, even if
+    /// its identity now names a new directory: on a hit, the inotify fd is read first, so a
+    /// watch the kernel already dropped (`IN_IGNORED`) no longer counts.
+    pub(super) fn watcher(&mut self, inode: &Inode, kevents: &mut Kevents) -> Option<u32> {
+        if !self.by_dir.contains_key(&inode.dir) {
+            return None;
+        }
+        self.read(kevents);
+        self.by_dir.get(&inode.dir).map(|&(slot, _)| slot)
     }
 
     /// Whether `fd` is the inotify fd.
@@ -177,6 +204,7 @@ impl Watches {
                 }
                 if mask & libc::IN_IGNORED != 0 {
                     self.by_wd.remove(&wd);
+                    self.by_dir.retain(|_, &mut (_, w)| w != wd);
                 }
             }
         }

@@ -169,6 +169,24 @@ pub(crate) fn prepare(uk: &ukevent) -> Result<Prepared, Errno> {
     }
 }
 
+/// The registered kevent that watches the same target as `uk` (whose source `prepare`
+/// made) under another key, which makes ADD `-EEXIST` like a second ADD of one key:
+///
+/// * SIGNAL (**P27**): the other NOMASK variant of the signal: a queue watches a signal once;
+/// * INODE (**P29**): a kevent on the same directory through another fd;
+/// * the other types' keys already name their target once (**P28**: an fd kevent's id is
+///   its fd, `id.raw[1]` is 0).
+pub(crate) fn same_target(uk: &ukevent, source: &Source, cx: &mut QueueCx<'_>) -> Option<u32> {
+    match source {
+        Source::Signal(_) => cx
+            .kevents
+            .reg
+            .find((KEVENT_SIGNAL, uk.id.signal_other_variant().as_u64())),
+        Source::Inode(s) => cx.shared.inodes.watcher(s, cx.kevents),
+        Source::Fd(_) | Source::Timer(_) | Source::User(_) | Source::Aio(_) => None,
+    }
+}
+
 /// Starts watching a freshly inserted kevent's source.
 pub(crate) fn arm(slot: u32, cx: &mut QueueCx<'_>) -> Result<(), Errno> {
     let generation = cx.kevents.reg.generation(slot).ok_or(Errno::EINVAL)?;
