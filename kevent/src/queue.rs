@@ -216,7 +216,8 @@ impl Queue {
     /// # Errors
     ///
     /// An [`AddError`] that hands back the fd holder with the error: [`Op::Add`] with
-    /// `EEXIST` (the key is registered), `EBADF`, `EINVAL` (an fd of the wrong kind, a zero
+    /// `EEXIST` (the key is registered; or its signal, in the other NOMASK variant, or its
+    /// directory, through another fd: **P27**, **P29**), `EBADF`, `EINVAL` (an fd of the wrong kind, a zero
     /// or too long timer interval, an uncatchable signal, a non-directory), `ENOSYS` (a type
     /// ADD does not create, **D2**), or the call's own error (`EBADF`/`EINVAL`: the queue fd
     /// is not a queue). `?` converts it into [`Error`].

@@ -88,7 +88,7 @@ impl<F> AddError<F> {
     }
 
     /// Why the source was not registered: [`Op::Add`] with `EEXIST` (the key is
-    /// registered), `EBADF`, `EINVAL` (an fd of the wrong kind, a zero or too long timer
+    /// registered; or its signal or directory under another key: **P27**, **P29**), `EBADF`, `EINVAL` (an fd of the wrong kind, a zero or too long timer
     /// interval, an uncatchable signal, a non-directory), `ENOSYS` (a type ADD does not
     /// create, **D2**), or the call's own error (the queue fd is not a queue).
     pub fn error(&self) -> &Error {

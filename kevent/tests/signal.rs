@@ -81,3 +81,21 @@ fn s3_uncatchable_signals_fail_per_entry() {
         assert!(err.event().is_some_and(|e| e.is_broken()), "{err:?}");
     }
 }
+
+/// Decision P27: a queue watches a signal once: the other NOMASK variant fails with `EEXIST`
+/// while the first is registered, and is accepted once the first is dropped.
+#[test]
+fn p27_other_nomask_variant_exists() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let q = Queue::new().unwrap();
+    let plain = q.add(Signal::new(Signo::URG)).unwrap();
+    let err = q.add(Signal::new(Signo::URG).nomask()).unwrap_err();
+    assert_eq!(err.error().errno(), Some(Errno::EEXIST), "{err:?}");
+    let other = Queue::new().unwrap();
+    drop(other.add(Signal::new(Signo::URG).nomask()).unwrap());
+    drop(plain);
+    let nomask = q.add(Signal::new(Signo::URG).nomask()).unwrap();
+    let err = q.add(Signal::new(Signo::URG)).unwrap_err();
+    assert_eq!(err.error().errno(), Some(Errno::EEXIST), "{err:?}");
+    drop(nomask);
+}

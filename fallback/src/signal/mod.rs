@@ -4,8 +4,9 @@
 //!
 //! A SIGNAL kevent's id is encoded as [`kevent_id::signal`] says (the one definition:
 //! `raw[0]` = signal number, `KEVENT_SIGNAL_NOMASK` asking that the signal be reported only).
-//! The same signal with and without NOMASK are two different `(type, id)` keys;
-//! [`dispatch::watch`] counts them separately.
+//! The same signal with and without NOMASK are two different `(type, id)` keys, of which a
+//! queue holds at most one (**P27**, `source::same_target`); [`dispatch::watch`] counts them
+//! separately (two queues may hold the two variants).
 
 pub mod dispatch;
 pub mod safecopy;

@@ -11,7 +11,8 @@ fd_source! {
     ///
     /// Delivered events are [`EventKind::Inode`](crate::EventKind::Inode) with what happened
     /// since the last delivery; the directory itself being removed is BROKEN (`ENOENT`). An fd
-    /// that is not a directory fails with `EINVAL`.
+    /// that is not a directory fails with `EINVAL`. A queue watches a directory once
+    /// (**P29**): a second kevent on it, through another fd, fails with `EEXIST`.
     ///
     /// # Backends
     ///

@@ -123,7 +123,9 @@ impl From<Signo> for i32 {
 ///
 /// Without [`Signal::nomask`] the signal is reported *and* delivered as usual (its handler
 /// runs, or its default action happens: for most signals that ends the process). With it, the
-/// signal is reported only. The two are different keys. Delivered events are
+/// signal is reported only. The two variants are different keys, but a queue watches a
+/// signal once (**P27**): adding one while the queue holds the other fails with
+/// `EEXIST` (another queue may hold it). Delivered events are
 /// [`EventKind::Signal`](crate::EventKind::Signal) with the number of deliveries since the
 /// last report (**D8**).
 ///
