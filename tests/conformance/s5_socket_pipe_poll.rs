@@ -268,15 +268,9 @@ backend_test! {
         ];
         for (type_, fd, event) in fds {
             let good = on_fd(type_, fd, event, 0);
-            for raw1 in [1, 0x8000_0000, u32::MAX] {
-                let mut e = good;
-                e.id = kevent_id::from_raw([fd as u32, raw1]);
-                expect_events(&q.add(&[e]), &[Want::of(&e).broken(Errno::EINVAL)]);
-            }
+            assert_raw1_refused(&q, good, fd);
             q.add_ok(&[good]);
-            let mut e = good;
-            e.id = kevent_id::from_raw([fd as u32, 7]);
-            expect_events(&q.add(&[e]), &[Want::of(&e).broken(Errno::EINVAL)]);
+            assert_raw1_refused(&q, good, fd);
             q.remove_ok(&[good]);
         }
         assert_usable(&q);

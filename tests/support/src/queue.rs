@@ -296,3 +296,14 @@ pub fn assert_usable(q: &Queue) {
     q.remove_ok(&[user(PROBE, 0)]);
     q.expect_no_events();
 }
+
+/// Decisions P28, P29: ADD of `e` with `raw[0]` = `fd` and a non-zero `raw[1]` (one bit,
+/// the top bit, all bits) is `-EINVAL` for the entry, whatever `fd` is.
+#[track_caller]
+pub fn assert_raw1_refused(q: &Queue, e: ukevent, fd: RawFd) {
+    for raw1 in [1, 0x8000_0000, u32::MAX] {
+        let mut bad = e;
+        bad.id = kevent_id::from_raw([fd as u32, raw1]);
+        expect_events(&q.add(&[bad]), &[Want::of(&bad).broken(Errno::EINVAL)]);
+    }
+}
