@@ -149,10 +149,10 @@ impl Watches {
         }
     }
 
-    /// **P29**: the kevent of this queue that watches the directory `inode` (its
-    /// [`Inode::dir`]), if any. A directory that went away is watched by nobody, even if
-    /// its identity now names a new directory: on a hit, the inotify fd is read first, so a
-    /// watch the kernel already dropped (`IN_IGNORED`) no longer counts.
+    /// **P29**: the kevent of this queue that watches the directory of `inode`, if any. A
+    /// directory that went away is watched by nobody, even if its identity now names a new
+    /// directory: on a hit, the inotify fd is read first (as a harvest would), so a watch the
+    /// kernel already dropped (`IN_IGNORED`) no longer counts.
     pub(super) fn watcher(&mut self, inode: &Inode, kevents: &mut Kevents) -> Option<u32> {
         if !self.by_dir.contains_key(&inode.dir) {
             return None;
