@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
  * ukevent.h - userspace ABI of the kevent event-notification subsystem
  * ("kevent ABI v1", the take26-take30 generation of the original patch).
@@ -5,8 +6,6 @@
  * This is kevent-for-Rust's own copy of the header, written from the
  * project's specification (sections 1 and 2). A kernel that carries the
  * kevent patch installs its own linux/ukevent.h; kevent-sys prefers that one.
- *
- * SPDX-License-Identifier: MIT OR Apache-2.0
  */
 #ifndef __UKEVENT_H
 #define __UKEVENT_H
