@@ -364,12 +364,13 @@ backend_test! {
 fn interrupted<T: Send + 'static>(what: &str, wait: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = std::sync::mpsc::channel();
     let h = std::thread::spawn(move || {
-        // SAFETY: pthread_self takes no arguments.
-        tx.send((gettid(), unsafe { libc::pthread_self() }))
-            .unwrap();
+        tx.send(gettid()).unwrap();
         wait()
     });
-    let (tid, thread) = rx.recv().unwrap();
+    // The thread's pthread_t from its handle: on musl a pthread_t is a pointer, which could
+    // not be sent from the thread itself.
+    let thread = std::os::unix::thread::JoinHandleExt::as_pthread_t(&h) as libc::pthread_t;
+    let tid = rx.recv().unwrap();
     until_asleep(&[tid]);
     let before = handled();
     // SAFETY: `thread` is alive: it is blocked in the wait until the signal arrives.
