@@ -34,8 +34,8 @@ fn build(name: &str) -> PathBuf {
     dir.join("examples").join(name)
 }
 
-/// Waits for `child` (up to [`HANG`], then kills it) and returns its stdout lines read by
-/// `lines` so far plus the rest, and whether it exited successfully.
+/// Waits for `child` (up to [`HANG`], then kills it) and returns its stdout lines not yet
+/// taken from `lines` (all of them, up to EOF), and whether it exited successfully.
 fn finish(mut child: Child, lines: mpsc::Receiver<String>) -> (bool, Vec<String>) {
     let give_up = Instant::now() + HANG;
     let ok = loop {
@@ -52,7 +52,13 @@ fn finish(mut child: Child, lines: mpsc::Receiver<String>) -> (bool, Vec<String>
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    (ok, lines.try_iter().collect())
+    // The child has exited, so its stdout reaches EOF: drain until the reader thread hangs
+    // up (`try_iter` would miss lines it has not forwarded yet, such as the last one).
+    let mut rest = Vec::new();
+    while let Ok(line) = lines.recv_timeout(HANG) {
+        rest.push(line);
+    }
+    (ok, rest)
 }
 
 /// Runs `exe` with `args`; returns the child and a channel of its stdout lines.
