@@ -4,9 +4,14 @@
  *
  * Locking, outermost first:
  *
- *   kevent_nest_mutex  (global; only around POLL kevents on kevent queues)
- *   q->mtx             (ctl, delivery, the ring, commit, the tree)
- *   source locks       (wait queue heads, hrtimer base, file->f_lock)
+ *   q->mtx             (ctl, delivery, the ring, commit, the tree); the
+ *                       q->mtx of a watched kevent queue nests inside its
+ *                       watcher's (subclass 1: ->poll() of the watched one)
+ *   kevent_nest_mutex  (global; taken inside q->mtx, only while a POLL
+ *                       kevent on a kevent queue is armed or disarmed;
+ *                       nothing is taken inside it)
+ *   source locks       (wait queue heads, hrtimer base, file->f_lock,
+ *                       siglock, it_lock, fsnotify's mark locks)
  *   q->lock            (IRQ-safe leaf: the ready list, every field marked
  *                       "under q->lock", and q->wq)
  *   q->wq.lock         (only ever taken inside q->lock)

@@ -57,12 +57,6 @@ static const struct {
 				offsetofend(struct kevent, inode) },
 };
 
-/*
- * The largest ring (K10): 2^24 entries, 640 MiB of the caller's memory. Ring
- * indices and counts stay far from any int or u32 overflow.
- */
-#define KEVENT_RING_MAX		BIT(24)
-
 /* Registrations per queue; /sys/kernel/kevent/max_per_queue. */
 unsigned int kevent_max_per_queue __read_mostly = 1U << 20;
 
@@ -512,7 +506,7 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 	if (flags)
 		return -EINVAL;
 	if (ring || num) {
-		if (!ring || num < 2 || num > KEVENT_RING_MAX)
+		if (!ring || num < 2)
 			return -EINVAL;
 		/* The entries' 8-byte fields need it (spec section 1). */
 		if (!IS_ALIGNED((unsigned long)ring, __alignof__(*ring)))
