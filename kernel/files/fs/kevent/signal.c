@@ -61,19 +61,23 @@ bool kevent_signal_send(struct task_struct *t, int sig, bool forced)
 void kevent_signal_flush(struct task_struct *tsk)
 {
 	struct hlist_node *tmp;
+	unsigned long flags;
 	struct kevent *k;
 
-	spin_lock_irq(&tsk->sighand->siglock);
+	/* The sanctioned way to the RCU-managed sighand (sparse). */
+	if (!lock_task_sighand(tsk, &flags))
+		return;
 	hlist_for_each_entry_safe(k, tmp, &tsk->signal->kevent_signals,
 				  sig.node)
 		hlist_del_init(&k->sig.node);
-	spin_unlock_irq(&tsk->sighand->siglock);
+	unlock_task_sighand(tsk, &flags);
 }
 
 static int kevent_signal_arm(struct kevent *k, __poll_t *ready)
 {
 	u64 id = k->uk.id.raw_u64;
 	u32 signo = (u32)id;
+	unsigned long flags;
 
 	*ready = 0;
 	if (!signo || signo > _NSIG || sig_kernel_only(signo))
@@ -86,10 +90,12 @@ static int kevent_signal_arm(struct kevent *k, __poll_t *ready)
 		return -EEXIST;
 	k->sig.signo = signo;
 	k->sig.nomask = id & KEVENT_SIGNAL_NOMASK;
+	/* A task in a system call has its sighand: this cannot fail. */
+	if (!lock_task_sighand(current, &flags))
+		return -ESRCH;
 	k->sig.owner = get_pid(task_tgid(current));
-	spin_lock_irq(&current->sighand->siglock);
 	hlist_add_head(&k->sig.node, &current->signal->kevent_signals);
-	spin_unlock_irq(&current->sighand->siglock);
+	unlock_task_sighand(current, &flags);
 	return 0;
 }
 
