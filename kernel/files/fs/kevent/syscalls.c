@@ -161,25 +161,20 @@ static const struct attribute_group kevent_attr_group = {
 static long kevent_long_zero;
 static long kevent_long_int_max = INT_MAX;
 
+/* The initial user namespace's maximum of a ucount, as fs/inotify/ has. */
+#define KEVENT_UCOUNT_SYSCTL(name, type) {				\
+		.procname	= name,					\
+		.data		= &init_user_ns.ucount_max[type],	\
+		.maxlen		= sizeof(long),				\
+		.mode		= 0644,					\
+		.proc_handler	= proc_doulongvec_minmax,		\
+		.extra1		= &kevent_long_zero,			\
+		.extra2		= &kevent_long_int_max,			\
+	}
+
 static struct ctl_table kevent_sysctls[] = {
-	{
-		.procname	= "max_user_queues",
-		.data		= &init_user_ns.ucount_max[UCOUNT_KEVENT_QUEUES],
-		.maxlen		= sizeof(long),
-		.mode		= 0644,
-		.proc_handler	= proc_doulongvec_minmax,
-		.extra1		= &kevent_long_zero,
-		.extra2		= &kevent_long_int_max,
-	},
-	{
-		.procname	= "max_user_kevents",
-		.data		= &init_user_ns.ucount_max[UCOUNT_KEVENT_KEVENTS],
-		.maxlen		= sizeof(long),
-		.mode		= 0644,
-		.proc_handler	= proc_doulongvec_minmax,
-		.extra1		= &kevent_long_zero,
-		.extra2		= &kevent_long_int_max,
-	},
+	KEVENT_UCOUNT_SYSCTL("max_user_queues", UCOUNT_KEVENT_QUEUES),
+	KEVENT_UCOUNT_SYSCTL("max_user_kevents", UCOUNT_KEVENT_KEVENTS),
 	{
 		.procname	= "unprivileged_disabled",
 		.data		= &kevent_unprivileged_disabled,
