@@ -867,13 +867,18 @@ static unsigned int kevent_requeue(struct kevent_queue *q,
 /* The end of a call: level kevents back, the ring published, wake-ups. */
 static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s)
 {
+	unsigned int n;
+
 	spin_lock_irq(&q->lock);
-	kevent_requeue(q, s);
+	n = kevent_requeue(q, s);
 	q->wake_pending = false;
 	/* Events left behind: the next waiter takes them. */
 	if (q->nready && waitqueue_active(&q->wq))
 		wake_up(&q->wq);
 	spin_unlock_irq(&q->lock);
+	/* A ->poll() that ran meanwhile did not see them. */
+	if (n)
+		kevent_wake_pollers(q, 0);
 	if (s->ring_dirty)
 		kevent_ring_publish(q);
 }
