@@ -195,11 +195,18 @@ static int kevent_fd_wake(wait_queue_entry_t *wait, unsigned int mode,
 	struct kevent_snap add = { };
 
 	if (unlikely(events & POLLFREE)) {
-		/* The head dies before the file (signalfd, binder). */
+		/*
+		 * The head dies before the file (signalfd, binder). Report
+		 * first, then let go of the head as the very last step: once
+		 * whead is NULL, kevent_fd_unhook() no longer waits on the
+		 * head's lock, and a concurrent REMOVE or close may free @k,
+		 * its queue and @pwq. Nothing here may touch them after the
+		 * store (as ep_poll_callback() does).
+		 */
+		kevent_notify(k, &add, 0);
 		list_del_init(&wait->entry);
 		/* Pairs with smp_load_acquire() in kevent_fd_unhook(). */
 		smp_store_release(&pwq->whead, NULL);
-		kevent_notify(k, &add, 0);
 		return 0;
 	}
 	/* No key: some sources do not say; the re-poll at delivery decides. */
