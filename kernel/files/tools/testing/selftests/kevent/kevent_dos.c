@@ -133,17 +133,18 @@ static int victim_measure(struct victim *out)
 	return i;
 }
 
+static void print_stats(const char *attack, const char *what, const struct stats *idle,
+			const struct stats *hit)
+{
+	ksft_print_msg("%s: victim %s us p50/p99/max: %.0f/%.0f/%.0f without, %.0f/%.0f/%.0f with the attack\n",
+		       attack, what, idle->p50, idle->p99, idle->max, hit->p50, hit->p99, hit->max);
+}
+
 static void print_victim(const char *attack, const struct victim *idle, const struct victim *hit)
 {
-	ksft_print_msg("%s: victim fork+exit+wait us p50/p99/max: %.0f/%.0f/%.0f without, %.0f/%.0f/%.0f with the attack\n",
-		       attack, idle->fork.p50, idle->fork.p99, idle->fork.max,
-		       hit->fork.p50, hit->fork.p99, hit->fork.max);
-	ksft_print_msg("%s: victim nanosleep(1 ms) lateness us p50/p99/max: %.0f/%.0f/%.0f without, %.0f/%.0f/%.0f with the attack\n",
-		       attack, idle->sleep.p50, idle->sleep.p99, idle->sleep.max,
-		       hit->sleep.p50, hit->sleep.p99, hit->sleep.max);
-	ksft_print_msg("%s: victim create+unlink in /tmp us p50/p99/max: %.0f/%.0f/%.0f without, %.0f/%.0f/%.0f with the attack\n",
-		       attack, idle->file.p50, idle->file.p99, idle->file.max,
-		       hit->file.p50, hit->file.p99, hit->file.max);
+	print_stats(attack, "fork+exit+wait", &idle->fork, &hit->fork);
+	print_stats(attack, "nanosleep(1 ms) lateness", &idle->sleep, &hit->sleep);
+	print_stats(attack, "create+unlink in /tmp", &idle->file, &hit->file);
 }
 
 /* What an attacker reports once its setup met a limit. */
@@ -332,7 +333,8 @@ static void attack_inode(struct report *r, int fd)
 	res = add1(queues[0], e);
 	refused += res == -EINVAL;
 	r->refused = refused;
-	snprintf(r->what, sizeof(r->what), "%ld queues (%s), first ADD error %s; %d of %ld second marks refused",
+	snprintf(r->what, sizeof(r->what),
+		 "%ld queues (%s), first ADD error %s; %d of %ld second marks refused",
 		 nq, strerror(r->err), err ? strerror(err) : "none", refused, nq + 1);
 	send_report(fd, r);
 	snprintf(path, sizeof(path), "/tmp/kevent-dos-attacker.%d", getpid());
@@ -348,9 +350,10 @@ static void attack_inode(struct report *r, int fd)
 /*
  * READY over read-only zero-page entries, each naming the one UNOTIFY kevent: 2^31 - 1 of
  * them, and if that is refused at once, the most the kernel may accept (INT_MAX bytes'
- * worth). @ready_phase (shared with the parent) says which call is in progress.
+ * worth). @ready_phase (shared with the parent, read after the child is dead) says which
+ * call was in progress.
  */
-static volatile int *ready_phase;
+static int *ready_phase;
 
 static void attack_ready(struct report *r, int fd)
 {

@@ -46,6 +46,7 @@ static const struct __kernel_timespec second_ts = { .tv_sec = 1 };
 static const char *const sysctls[] = {
 	"max_user_kevents", "max_user_queues", "unprivileged_disabled",
 };
+
 static long saved[3];
 static int have_saved[3];
 
@@ -387,7 +388,7 @@ TEST_F_TIMEOUT(race, pollfree_vs_remove_and_close, 90)
 
 	REQUIRE_KEVENT();
 	for (i = 0; i < iters && time(NULL) - start < 40; i++) {
-		volatile unsigned int spin = (unsigned int)i * 2654435761u % 4096;
+		unsigned int spin = (unsigned int)i * 2654435761u % 4096, j;
 
 		q = k_init(NULL, 0, 0);
 		ASSERT_LE(0, q);
@@ -395,8 +396,8 @@ TEST_F_TIMEOUT(race, pollfree_vs_remove_and_close, 90)
 		ASSERT_LT(0, pid);
 		ASSERT_EQ(0, t.added);
 		/* The task is exiting now: vary where this side meets it. */
-		while (spin--)
-			;
+		for (j = 0; j < spin; j++)
+			asm volatile("" ::: "memory");
 		how = i % 4;
 		e = uk_fd(KEVENT_POLL, t.sfd, KEVENT_POLL_POLLIN);
 		switch (how) {

@@ -52,13 +52,13 @@ static inline int k_ctl(int fd, unsigned int cmd, unsigned int num, struct ukeve
 }
 
 static inline int k_get(int fd, unsigned int min_nr, unsigned int max_nr,
-		 const struct __kernel_timespec *t, struct ukevent *buf, unsigned int flags)
+			const struct __kernel_timespec *t, struct ukevent *buf, unsigned int flags)
 {
 	return syscall(nr_get, fd, min_nr, max_nr, t, buf, flags);
 }
 
 static inline int k_wait(int fd, unsigned int num, unsigned int old_uidx,
-		  const struct __kernel_timespec *t, unsigned int flags)
+			 const struct __kernel_timespec *t, unsigned int flags)
 {
 	return syscall(nr_wait, fd, num, old_uidx, t, flags);
 }
