@@ -113,9 +113,9 @@ TEST(errno_bad_fd)
 
 TEST(errno_ctl)
 {
-	struct ukevent e[4];
+	struct ukevent e[4], *page;
 	void *none;
-	int q, n;
+	int q, n, i;
 
 	REQUIRE_KEVENT();
 	q = k_init(NULL, 0, 0);
@@ -133,19 +133,14 @@ TEST(errno_ctl)
 	 * num far beyond the array (beyond INT_MAX entries): refused at once (EINVAL), or
 	 * walked up to the guard page that follows a page of entries (EFAULT).
 	 */
-	{
-		struct ukevent *page = mmap(NULL, 8192, PROT_READ | PROT_WRITE,
-					    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		int i;
-
-		ASSERT_NE(MAP_FAILED, page);
-		ASSERT_EQ(0, mprotect((char *)page + 4096, 4096, PROT_NONE));
-		for (i = 0; i < 4096 / (int)sizeof(*page); i++)
-			page[i] = uk(KEVENT_UNOTIFY, 1000 + i, 0, 0);
-		EXPECT_EQ(-1, k_ctl(q, KEVENT_CTL_ADD, UINT_MAX, page));
-		EXPECT_TRUE(errno == EINVAL || errno == EFAULT);
-		munmap(page, 8192);
-	}
+	page = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, page);
+	ASSERT_EQ(0, mprotect((char *)page + 4096, 4096, PROT_NONE));
+	for (i = 0; i < 4096 / (int)sizeof(*page); i++)
+		page[i] = uk(KEVENT_UNOTIFY, 1000 + i, 0, 0);
+	EXPECT_EQ(-1, k_ctl(q, KEVENT_CTL_ADD, UINT_MAX, page));
+	EXPECT_TRUE(errno == EINVAL || errno == EFAULT);
+	munmap(page, 8192);
 	munmap(none, 4096);
 
 	/* Per entry: unknown type, NAIO, AIO, POSIX_TIMER -ENOSYS (D2); the others go on. */
