@@ -324,6 +324,9 @@ static int kevent_fd_arm(struct kevent *k, __poll_t *ready)
 	struct file *file;
 	int err;
 
+	/* P28: the id is the fd, raw[1] must be 0. */
+	if (k->uk.id.raw[1])
+		return -EINVAL;
 	CLASS(fd, f)(fd);
 	if (fd_empty(f))
 		return -EBADF;
@@ -406,7 +409,7 @@ static bool kevent_fd_stale(struct kevent *k)
  * when the file has nothing, with ret_data[0] == 0 (decision P6).
  */
 static enum kevent_report kevent_fd_report(struct kevent *k,
-					   const struct kevent_snap *snap,
+					   struct kevent_snap *snap,
 					   u32 data[2])
 {
 	enum kevent_report r;
@@ -467,6 +470,7 @@ void kevent_release_file(struct file *file)
 		mutex_unlock(&q->mtx);
 		kevent_put(k);
 		kevent_queue_put(q);
+		cond_resched();
 	}
 }
 

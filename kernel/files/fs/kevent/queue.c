@@ -5,11 +5,14 @@
  *
  * A kevent is "queued" while its @link is on a list: q->ready (counted in
  * q->nready), a batch a delivery took from it, or the private list of level
- * kevents a call delivered (put back when the call ends, so that each ready
- * kevent is delivered at most once per wait and a waiter never spins on its
- * own level kevents). Producers only add a kevent that is not queued, and
- * otherwise merge into its pending state: nothing is lost while a delivery
- * has it in hand.
+ * kevents a call delivered while it holds q->mtx. That list goes back on
+ * q->ready when the call ends and before it sleeps (as ep_poll() puts level
+ * items back), so other waiters and ->poll() always see every ready
+ * kevent; the call's stamp keeps it from delivering one twice, and its
+ * wake-up target ignores its own (struct kevent_waiter), so it never spins
+ * on them. Producers only add a kevent that is not queued, and otherwise
+ * merge into its pending state: nothing is lost while a delivery has it in
+ * hand.
  *
  * The ring (spec sections 3, D12, D13) is ordinary user memory. It is
  * written only with copy_to_user()/put_user() from the owner's system calls
@@ -19,6 +22,7 @@
  * caller's copies are never read back.
  */
 #include <linux/anon_inodes.h>
+#include <linux/capability.h>
 #include <linux/fdtable.h>
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -31,6 +35,7 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <linux/user_namespace.h>
 
 #include "kevent.h"
 
@@ -55,6 +60,9 @@ static const struct {
 /* Registrations per queue; /sys/kernel/kevent/max_per_queue. */
 unsigned int kevent_max_per_queue __read_mostly = 1U << 20;
 
+/* fs.kevent.unprivileged_disabled: 0 all, 1 CAP_SYS_ADMIN only, 2 none. */
+int kevent_unprivileged_disabled __read_mostly;
+
 /* ---------------------------------------------------------------------
  * Objects
  */
@@ -69,18 +77,33 @@ void kevent_queue_put(struct kevent_queue *q)
 	if (!refcount_dec_and_test(&q->ref))
 		return;
 	WARN_ON_ONCE(!RB_EMPTY_ROOT(&q->tree));
+	dec_ucount(q->ucounts, UCOUNT_KEVENT_QUEUES);
 	mmdrop(q->mm);
 	kfree(q);
 }
 
+/**
+ * kevent_alloc - a new kevent of @q, charged to the queue's user
+ * @q: the queue
+ * @uk: what was registered
+ * @ops: its type
+ *
+ * Return: the kevent, ERR_PTR(-ENOSPC) beyond fs.kevent.max_user_kevents,
+ * or ERR_PTR(-ENOMEM).
+ */
 struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
 			    const struct kevent_ops *ops)
 {
-	struct kevent *k = kmem_cache_zalloc(kevent_caches[ops->slab],
-					     GFP_KERNEL_ACCOUNT);
+	struct kevent *k;
 
-	if (!k)
-		return NULL;
+	if (!inc_ucount(q->ucounts->ns, q->ucounts->uid,
+			UCOUNT_KEVENT_KEVENTS))
+		return ERR_PTR(-ENOSPC);
+	k = kmem_cache_zalloc(kevent_caches[ops->slab], GFP_KERNEL_ACCOUNT);
+	if (!k) {
+		dec_ucount(q->ucounts, UCOUNT_KEVENT_KEVENTS);
+		return ERR_PTR(-ENOMEM);
+	}
 	RB_CLEAR_NODE(&k->node);
 	INIT_LIST_HEAD(&k->link);
 	refcount_set(&k->ref, 1);
@@ -93,10 +116,13 @@ struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
 	return k;
 }
 
+/* Every holder of a kevent holds its queue too: q outlives k. */
 void kevent_put(struct kevent *k)
 {
-	if (refcount_dec_and_test(&k->ref))
-		kmem_cache_free(kevent_caches[k->ops->slab], k);
+	if (!refcount_dec_and_test(&k->ref))
+		return;
+	dec_ucount(k->q->ucounts, UCOUNT_KEVENT_KEVENTS);
+	kmem_cache_free(kevent_caches[k->ops->slab], k);
 }
 
 /* ---------------------------------------------------------------------
@@ -150,6 +176,43 @@ void kevent_insert(struct kevent *k)
 	q->count++;
 }
 
+/*
+ * A thread in kevent_get_events() or kevent_wait().
+ *
+ * While it sleeps, the level kevents its call delivered already are back on
+ * q->ready, where other waiters and ->poll() see them (a private list would
+ * hide them: a producer merging into them wakes nobody). Its own call must
+ * not deliver them twice, so its wake-up target does not count them: @own
+ * is how many of them are still counted in q->nready, kept exact by
+ * kevent_unhold() while the waiter is on q->holders.
+ */
+struct kevent_waiter {
+	wait_queue_entry_t wait;
+	struct kevent_queue *q;
+	unsigned int need;
+	unsigned int wake_gen;
+	unsigned int flush_gen;
+	u64 call;			/* the stamp of its call */
+	struct list_head hold;		/* on q->holders, under q->lock */
+	unsigned int own;		/* under q->lock */
+};
+
+/* @k, counted in q->nready, leaves the ready list: a sleeper's own? */
+static void kevent_unhold(struct kevent_queue *q, struct kevent *k)
+{
+	struct kevent_waiter *w;
+
+	/* Every dequeue runs under q->mtx, which guards k->stamp. */
+	lockdep_assert_held(&q->mtx);
+	list_for_each_entry(w, &q->holders, hold) {
+		if (w->call == k->stamp) {
+			if (!WARN_ON_ONCE(!w->own))
+				w->own--;
+			return;
+		}
+	}
+}
+
 /* Takes @k off whatever list it is queued on. */
 void kevent_dequeue(struct kevent *k)
 {
@@ -162,6 +225,8 @@ void kevent_dequeue(struct kevent *k)
 	if (k->counted) {
 		k->counted = false;
 		q->nready--;
+		if (unlikely(!list_empty(&q->holders)))
+			kevent_unhold(q, k);
 	}
 }
 
@@ -314,6 +379,8 @@ static bool kevent_readable(struct kevent_queue *q, int depth)
 			ready = true;
 			break;
 		}
+		/* Up to max_user_kevents entries, each a ->poll(). */
+		cond_resched();
 	}
 	spin_lock_irq(&q->lock);
 	list_splice(&scan, &q->ready);
@@ -363,8 +430,10 @@ static int kevent_file_release(struct inode *inode, struct file *file)
 	struct rb_node *n;
 
 	mutex_lock(&q->mtx);
-	while ((n = rb_first(&q->tree)))
+	while ((n = rb_first(&q->tree))) {
 		kevent_unregister(rb_entry(n, struct kevent, node));
+		cond_resched();
+	}
 	mutex_unlock(&q->mtx);
 	kevent_inode_release_queue(q);
 	kevent_queue_put(q);
@@ -404,6 +473,19 @@ static int kevent_ring_mapped(struct kevent_ring __user *ring, size_t len)
 	return err;
 }
 
+/* fs.kevent.unprivileged_disabled, as kernel.io_uring_disabled. */
+static bool kevent_allowed(void)
+{
+	switch (READ_ONCE(kevent_unprivileged_disabled)) {
+	case 0:
+		return true;
+	case 1:
+		return capable(CAP_SYS_ADMIN);
+	default:
+		return false;
+	}
+}
+
 /**
  * kevent_create - kevent_init(): a new queue and its fd
  * @ring: the caller's ring, or NULL with @num == 0
@@ -416,8 +498,11 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 		   unsigned int flags)
 {
 	struct kevent_queue *q;
+	struct ucounts *ucounts;
 	int fd, err;
 
+	if (!kevent_allowed())
+		return -EPERM;
 	if (flags)
 		return -EINVAL;
 	if (ring || num) {
@@ -435,14 +520,23 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 		    put_user(0, &ring->ring_over))
 			return -EFAULT;
 	}
+	/* fs.kevent.max_user_queues, as inotify's max_user_instances. */
+	ucounts = inc_ucount(current_user_ns(), current_uid(),
+			     UCOUNT_KEVENT_QUEUES);
+	if (!ucounts)
+		return -EMFILE;
 	q = kzalloc(sizeof(*q), GFP_KERNEL_ACCOUNT);
-	if (!q)
+	if (!q) {
+		dec_ucount(ucounts, UCOUNT_KEVENT_QUEUES);
 		return -ENOMEM;
+	}
+	q->ucounts = ucounts;
 	mutex_init(&q->mtx);
 	spin_lock_init(&q->lock);
 	init_waitqueue_head(&q->wq);
 	init_waitqueue_head(&q->poll_wait);
 	INIT_LIST_HEAD(&q->ready);
+	INIT_LIST_HEAD(&q->holders);
 	q->tree = RB_ROOT;
 	q->max = READ_ONCE(kevent_max_per_queue);
 	q->ring = ring;
@@ -463,6 +557,8 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
  * @f: the fd
  * @err: -EBADF (closed, or D11: another process's copy) or -EINVAL (not a
  *	queue) when NULL is returned
+ *
+ * Return: the queue, or NULL.
  */
 struct kevent_queue *kevent_queue_from(struct fd f, long *err)
 {
@@ -559,11 +655,11 @@ int kevent_commit_rule(u32 n, u32 kidx, u32 uidx, u32 over, u32 new_uidx,
 	return 0;
 }
 
-/* kevent_commit(). Context: q->mtx not held. */
+/* kevent_commit(): slots released (a u32), or -errno. q->mtx not held. */
 long kevent_commit_ring(struct kevent_queue *q, u32 new_uidx, u32 cover)
 {
 	u32 released, uidx, over;
-	int err;
+	long err;
 
 	mutex_lock(&q->mtx);
 	err = -EINVAL;
@@ -616,7 +712,8 @@ static void kevent_restore(struct kevent_queue *q, struct kevent *k,
 			   struct list_head *batch)
 {
 	lockdep_assert_held(&q->lock);
-	k->pending += snap->pending;
+	k->pending = k->pending + snap->pending < k->pending ?
+		     U32_MAX : k->pending + snap->pending;
 	k->bits |= snap->bits;
 	k->marked |= snap->marked;
 	if (list_empty(&k->link)) {
@@ -634,7 +731,7 @@ static void kevent_restore(struct kevent_queue *q, struct kevent *k,
  * Return: 1 delivered, 0 nothing to deliver, -EFAULT.
  */
 static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
-			      const struct kevent_snap *snap,
+			      struct kevent_snap *snap,
 			      struct kevent_sink *s, bool *requeue)
 {
 	struct ukevent ev = k->uk;
@@ -684,6 +781,7 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 {
 	struct kevent *again = NULL;
+	unsigned int skipped = 0;
 	LIST_HEAD(batch);
 	int err = 0;
 
@@ -710,6 +808,15 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		if (k->stamp == s->call) {
 			/* Delivered by this call already: the next one. */
 			list_add_tail(&k->link, &s->requeue);
+			/*
+			 * Interrupts back on now and then: the batch is this
+			 * call's, only merged into by producers.
+			 */
+			if (!(++skipped % 64)) {
+				spin_unlock_irq(&q->lock);
+				cond_resched();
+				spin_lock_irq(&q->lock);
+			}
 			continue;
 		}
 		snap.pending = k->pending;
@@ -720,6 +827,8 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		k->marked = false;
 		spin_unlock_irq(&q->lock);
 
+		/* At most one delivery per registered kevent: long, not forever. */
+		cond_resched();
 		err = kevent_deliver_one(q, k, &snap, s, &requeue);
 		spin_lock_irq(&q->lock);
 		if (err < 0) {
@@ -735,17 +844,31 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 	return err;
 }
 
+/*
+ * The level kevents this call delivered (and those it skipped as delivered
+ * already) go back on q->ready; returns how many. Context: q->lock held.
+ */
+static unsigned int kevent_requeue(struct kevent_queue *q,
+				   struct kevent_sink *s)
+{
+	unsigned int n = 0;
+	struct kevent *k;
+
+	lockdep_assert_held(&q->lock);
+	list_for_each_entry(k, &s->requeue, link) {
+		k->counted = true;
+		n++;
+	}
+	q->nready += n;
+	list_splice_tail_init(&s->requeue, &q->ready);
+	return n;
+}
+
 /* The end of a call: level kevents back, the ring published, wake-ups. */
 static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s)
 {
-	struct kevent *k;
-
 	spin_lock_irq(&q->lock);
-	list_for_each_entry(k, &s->requeue, link) {
-		k->counted = true;
-		q->nready++;
-	}
-	list_splice_tail_init(&s->requeue, &q->ready);
+	kevent_requeue(q, s);
 	q->wake_pending = false;
 	/* Events left behind: the next waiter takes them. */
 	if (q->nready && waitqueue_active(&q->wq))
@@ -753,6 +876,39 @@ static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s)
 	spin_unlock_irq(&q->lock);
 	if (s->ring_dirty)
 		kevent_ring_publish(q);
+}
+
+/*
+ * Before a call sleeps: its level kevents back on q->ready (visible to other
+ * waiters and ->poll()), held so that its own wake-up target ignores them,
+ * and another waiter woken if it can take them.
+ */
+static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
+			struct kevent_waiter *w)
+{
+	unsigned int n;
+
+	spin_lock_irq(&q->lock);
+	n = kevent_requeue(q, s);
+	if (n) {
+		w->own = n;
+		list_add(&w->hold, &q->holders);
+		/* Under q->lock, as every waiter's check: no lost wake. */
+		if (waitqueue_active(&q->wq))
+			wake_up(&q->wq);
+	}
+	spin_unlock_irq(&q->lock);
+	if (n)
+		kevent_wake_pollers(q, 0);
+}
+
+/* After the sleep, before the next scan. Context: q->lock held. */
+static void kevent_unhold_waiter(struct kevent_waiter *w)
+{
+	if (list_empty(&w->hold))
+		return;
+	list_del_init(&w->hold);
+	w->own = 0;
 }
 
 /* ---------------------------------------------------------------------
@@ -765,19 +921,11 @@ struct kevent_deadline {
 	ktime_t expires;
 };
 
-struct kevent_waiter {
-	wait_queue_entry_t wait;
-	struct kevent_queue *q;
-	unsigned int need;
-	unsigned int wake_gen;
-	unsigned int flush_gen;
-};
-
 static bool kevent_waiter_done(const struct kevent_waiter *w)
 {
 	const struct kevent_queue *q = w->q;
 
-	return q->nready >= w->need || q->wake_gen != w->wake_gen ||
+	return q->nready - w->own >= w->need || q->wake_gen != w->wake_gen ||
 	       q->flush_gen != w->flush_gen;
 }
 
@@ -866,21 +1014,25 @@ static int kevent_get_deadline(const struct __kernel_timespec __user *uts,
 	return 0;
 }
 
-/* Whether @fd of the caller still names queue @q (it may be closed). */
+/*
+ * Whether @fd of the caller still names queue @q (it may be closed). With a
+ * reference: a file found under RCU alone may be freed and reused while its
+ * fields are read.
+ */
 static bool kevent_fd_names(int fd, struct kevent_queue *q)
 {
-	struct file *f;
+	struct file *f = fget(fd);
 	bool same;
 
-	rcu_read_lock();
-	f = files_lookup_fd_raw(current->files, fd);
-	same = f && f->private_data == q && f->f_op == &kevent_fops;
-	rcu_read_unlock();
+	if (!f)
+		return false;
+	same = f->f_op == &kevent_fops && f->private_data == q;
+	fput(f);
 	return same;
 }
 
 /**
- * kevent_collect - the loop of kevent_get_events() and kevent_wait()
+ * kevent_collect_deadline - the loop of kevent_get_events() and kevent_wait()
  * @q: the queue
  * @fd: the caller's fd of it (closing it under the wait ends the wait)
  * @want: wait until this many are delivered (D4)
@@ -903,7 +1055,10 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		.max = max,
 		.to_ring = to_ring,
 	};
-	struct kevent_waiter w = { .q = q };
+	struct kevent_waiter w = {
+		.q = q,
+		.hold = LIST_HEAD_INIT(w.hold),
+	};
 	bool last = false, closed;
 	long err = 0;
 	int ret;
@@ -919,6 +1074,7 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 			goto unlock;
 	}
 	s.call = ++q->calls;
+	w.call = s.call;
 	spin_lock_irq(&q->lock);
 	w.wake_gen = q->wake_gen;
 	w.flush_gen = q->flush_gen;
@@ -932,10 +1088,12 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		    !d->block)
 			break;
 		w.need = want - s.n;
+		kevent_hold(q, &s, &w);
 		mutex_unlock(&q->mtx);
 		ret = kevent_sleep(&w, d);
 		mutex_lock(&q->mtx);
 		spin_lock_irq(&q->lock);
+		kevent_unhold_waiter(&w);
 		closed = w.flush_gen != q->flush_gen;
 		w.flush_gen = q->flush_gen;
 		/* READY(0): return with whatever is ready, possibly nothing. */

@@ -74,6 +74,7 @@ static inline bool kevent_signal(struct task_struct *t, int sig, bool forced)
 {
 	return false;
 }
+
 static inline void kevent_signal_exit(struct task_struct *tsk) { }
 #endif
 
