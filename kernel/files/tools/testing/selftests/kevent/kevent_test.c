@@ -749,7 +749,7 @@ TEST(limits_unprivileged_disabled)
 }
 
 /* SIGNAL: the key is the signal number and NOMASK; other id bits -EINVAL, a second -EEXIST. */
-TEST(limits_signal_key)
+TEST(p27_signal_key_is_the_number_and_nomask)
 {
 	int q, bit;
 
@@ -773,7 +773,7 @@ TEST(limits_signal_key)
 }
 
 /* fd kevents: raw[1] must be 0. */
-TEST(limits_fd_raw1_einval)
+TEST(p28_fd_kevents_raw1_must_be_zero)
 {
 	struct ukevent e;
 	int sv[2], p[2], q;
@@ -801,7 +801,7 @@ TEST(limits_fd_raw1_einval)
 }
 
 /* INODE: raw[1] must be 0; one kevent per directory per queue, whatever the fd. */
-TEST(limits_inode_one_per_directory)
+TEST(p29_inode_raw1_zero_and_one_per_directory)
 {
 	char dir[] = "/tmp/kevent-selftest-XXXXXX";
 	struct ukevent e;
