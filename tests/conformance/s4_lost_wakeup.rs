@@ -50,6 +50,35 @@ fn skip_fallback_bug(b: Backend, test: &str) -> bool {
     true
 }
 
+/// The common start: a queue with a level socket (ready) and UNOTIFY 1, and T1 (`min_nr =
+/// 2`) asleep after delivering the socket.
+struct Held {
+    q: Arc<Queue>,
+    a: OwnedFd,
+    peer: OwnedFd,
+    level: ukevent,
+    t1: JoinHandle<Vec<ukevent>>,
+    tid1: libc::pid_t,
+}
+
+fn held(b: Backend) -> Held {
+    let q = Arc::new(Queue::new(b));
+    let (a, peer) = socketpair();
+    let level = recv(&a);
+    q.add_ok(&[level, user(1, 0)]);
+    assert_eq!(write_fd(peer.as_raw_fd(), b"x"), 1);
+    let (t1, tid1) = waiter(&q, 2);
+    until_asleep(&[tid1]);
+    Held {
+        q,
+        a,
+        peer,
+        level,
+        t1,
+        tid1,
+    }
+}
+
 /// Ends the first waiter (it wants a second event: a READY mark on UNOTIFY 1) and checks what
 /// it got: the level socket once (at most once per wait) and the mark.
 #[track_caller]
@@ -70,13 +99,7 @@ backend_test! {
         if skip_fallback_bug(b, "s4_level_kevent_held_by_a_sleeping_waiter_reaches_another_waiter") {
             return;
         }
-        let q = Arc::new(Queue::new(b));
-        let (a, peer) = socketpair();
-        let level = recv(&a);
-        q.add_ok(&[level, user(1, 0)]);
-        assert_eq!(write_fd(peer.as_raw_fd(), b"x"), 1);
-        let (t1, tid1) = waiter(&q, 2);
-        until_asleep(&[tid1]);
+        let Held { q, a: _a, peer: _peer, level, t1, .. } = held(b);
         let (t2, _) = waiter(&q, 1);
         let got = bounded(PROMPT, "the min_nr = 1 waiter with a level socket ready", move || {
             t2.join().unwrap()
@@ -89,13 +112,7 @@ backend_test! {
     /// (`min_nr = 1`) goes to sleep with nothing ready; then the socket becomes readable
     /// again. T1 may not take it twice in one call, so T2 must be woken and return with it.
     fn s4_level_kevent_ready_again_while_a_waiter_holds_it_wakes_another_waiter(b) {
-        let q = Arc::new(Queue::new(b));
-        let (a, peer) = socketpair();
-        let level = recv(&a);
-        q.add_ok(&[level, user(1, 0)]);
-        assert_eq!(write_fd(peer.as_raw_fd(), b"x"), 1);
-        let (t1, tid1) = waiter(&q, 2);
-        until_asleep(&[tid1]);
+        let Held { q, a, peer, level, t1, tid1 } = held(b);
         assert_eq!(drain(a.as_raw_fd()), 1);
         let (t2, tid2) = waiter(&q, 1);
         until_asleep(&[tid1, tid2]);
@@ -113,13 +130,7 @@ backend_test! {
         if skip_fallback_bug(b, "s4_queue_fd_readable_while_a_sleeping_waiter_holds_a_level_kevent") {
             return;
         }
-        let q = Arc::new(Queue::new(b));
-        let (a, peer) = socketpair();
-        let level = recv(&a);
-        q.add_ok(&[level, user(1, 0)]);
-        assert_eq!(write_fd(peer.as_raw_fd(), b"x"), 1);
-        let (t1, tid1) = waiter(&q, 2);
-        until_asleep(&[tid1]);
+        let Held { q, a: _a, peer: _peer, level, t1, .. } = held(b);
         assert_ne!(
             poll_now(q.fd, libc::POLLIN) & libc::POLLIN,
             0,

@@ -42,6 +42,13 @@
 static const struct __kernel_timespec zero_ts;
 static const struct __kernel_timespec second_ts = { .tv_sec = 1 };
 
+/* A call that must fail with errno @err (errno taken before anything else runs). */
+#define EXPECT_ERRNO(err, call) do { \
+	int __ret = (call), __err = errno; \
+	EXPECT_EQ(-1, __ret); \
+	EXPECT_EQ(err, __err); \
+} while (0)
+
 /* The sysctls as they were at start, put back by main() after the tests. */
 static const char *const sysctls[] = {
 	"max_user_kevents", "max_user_queues", "unprivileged_disabled",
@@ -60,21 +67,15 @@ TEST(errno_init)
 	int q;
 
 	REQUIRE_KEVENT();
-	EXPECT_EQ(-1, k_init(NULL, 0, 1));
-	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(-1, k_init(NULL, 0, 0x80000000u));
-	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(-1, k_init(NULL, 2, 0));
-	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(-1, k_init(ring, 0, 0));
-	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(-1, k_init(ring, 1, 0));
-	EXPECT_EQ(EINVAL, errno);
+	EXPECT_ERRNO(EINVAL, k_init(NULL, 0, 1));
+	EXPECT_ERRNO(EINVAL, k_init(NULL, 0, 0x80000000u));
+	EXPECT_ERRNO(EINVAL, k_init(NULL, 2, 0));
+	EXPECT_ERRNO(EINVAL, k_init(ring, 0, 0));
+	EXPECT_ERRNO(EINVAL, k_init(ring, 1, 0));
 	/* A ring the caller cannot write. */
 	none = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, none);
-	EXPECT_EQ(-1, k_init(none, 4, 0));
-	EXPECT_EQ(EFAULT, errno);
+	EXPECT_ERRNO(EFAULT, k_init(none, 4, 0));
 	munmap(none, 4096);
 
 	q = k_init(NULL, 0, 0);
@@ -99,14 +100,10 @@ TEST(errno_bad_fd)
 	close(p[0]);
 	bad[2] = p[1];
 	for (i = 0; i < 3; i++) {
-		EXPECT_EQ(-1, k_ctl(bad[i], KEVENT_CTL_ADD, 1, &e));
-		EXPECT_EQ(want[i], errno);
-		EXPECT_EQ(-1, k_get(bad[i], 1, 1, &zero_ts, &e, 0));
-		EXPECT_EQ(want[i], errno);
-		EXPECT_EQ(-1, k_wait(bad[i], 1, 0, &zero_ts, 0));
-		EXPECT_EQ(want[i], errno);
-		EXPECT_EQ(-1, k_commit(bad[i], 0, 0));
-		EXPECT_EQ(want[i], errno);
+		EXPECT_ERRNO(want[i], k_ctl(bad[i], KEVENT_CTL_ADD, 1, &e));
+		EXPECT_ERRNO(want[i], k_get(bad[i], 1, 1, &zero_ts, &e, 0));
+		EXPECT_ERRNO(want[i], k_wait(bad[i], 1, 0, &zero_ts, 0));
+		EXPECT_ERRNO(want[i], k_commit(bad[i], 0, 0));
 	}
 	close(p[1]);
 }
@@ -121,14 +118,11 @@ TEST(errno_ctl)
 	q = k_init(NULL, 0, 0);
 	ASSERT_LE(0, q);
 	e[0] = uk(KEVENT_UNOTIFY, 1, 0, 0);
-	EXPECT_EQ(-1, k_ctl(q, 4, 1, e));
-	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(-1, k_ctl(q, KEVENT_CTL_ADD, 1, NULL));
-	EXPECT_EQ(EFAULT, errno);
+	EXPECT_ERRNO(EINVAL, k_ctl(q, 4, 1, e));
+	EXPECT_ERRNO(EFAULT, k_ctl(q, KEVENT_CTL_ADD, 1, NULL));
 	none = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, none);
-	EXPECT_EQ(-1, k_ctl(q, KEVENT_CTL_ADD, 1, none));
-	EXPECT_EQ(EFAULT, errno);
+	EXPECT_ERRNO(EFAULT, k_ctl(q, KEVENT_CTL_ADD, 1, none));
 	/*
 	 * num far beyond the array (beyond INT_MAX entries): refused at once (EINVAL), or
 	 * walked up to the guard page that follows a page of entries (EFAULT).
@@ -179,34 +173,23 @@ TEST(errno_get_events_wait_commit)
 	REQUIRE_KEVENT();
 	q = k_init(NULL, 0, 0);
 	ASSERT_LE(0, q);
-	EXPECT_EQ(-1, k_get(q, 0, 0, &zero_ts, buf, 0));
-	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(-1, k_get(q, 3, 2, &zero_ts, buf, 0));
-	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(-1, k_get(q, 1, 2, &zero_ts, NULL, 0));
-	EXPECT_EQ(EFAULT, errno);
-	EXPECT_EQ(-1, k_get(q, 1, 2, &bad, buf, 0));
-	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(-1, k_get(q, 1, 2, &neg, buf, 0));
-	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(-1, k_get(q, 1, 2, &zero_ts, buf, 2));
-	EXPECT_EQ(EINVAL, errno);
+	EXPECT_ERRNO(EINVAL, k_get(q, 0, 0, &zero_ts, buf, 0));
+	EXPECT_ERRNO(EINVAL, k_get(q, 3, 2, &zero_ts, buf, 0));
+	EXPECT_ERRNO(EFAULT, k_get(q, 1, 2, &zero_ts, NULL, 0));
+	EXPECT_ERRNO(EINVAL, k_get(q, 1, 2, &bad, buf, 0));
+	EXPECT_ERRNO(EINVAL, k_get(q, 1, 2, &neg, buf, 0));
+	EXPECT_ERRNO(EINVAL, k_get(q, 1, 2, &zero_ts, buf, 2));
 	EXPECT_EQ(0, k_get(q, 1, 2, &zero_ts, buf, 0));
 	/* No ring: wait and commit are EINVAL. */
-	EXPECT_EQ(-1, k_wait(q, 1, 0, &zero_ts, 0));
-	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(-1, k_commit(q, 0, 0));
-	EXPECT_EQ(EINVAL, errno);
+	EXPECT_ERRNO(EINVAL, k_wait(q, 1, 0, &zero_ts, 0));
+	EXPECT_ERRNO(EINVAL, k_commit(q, 0, 0));
 	close(q);
 
 	q = k_init(ring, 4, 0);
 	ASSERT_LE(0, q);
-	EXPECT_EQ(-1, k_wait(q, 5, 0, &zero_ts, 0));
-	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(-1, k_commit(q, 4, 0));
-	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(-1, k_commit(q, 0, 7));
-	EXPECT_EQ(EOVERFLOW, errno);
+	EXPECT_ERRNO(EINVAL, k_wait(q, 5, 0, &zero_ts, 0));
+	EXPECT_ERRNO(EINVAL, k_commit(q, 4, 0));
+	EXPECT_ERRNO(EOVERFLOW, k_commit(q, 0, 7));
 	r = k_wait(q, 1, 0, &zero_ts, 0);
 	EXPECT_EQ(0, r);
 	close(q);
@@ -648,17 +631,28 @@ static int unpriv_queues(void *arg)
 	return errno == EMFILE ? 0 : 2;
 }
 
-TEST(limits_max_user_queues_emfile)
+/*
+ * With sysctl @name set to @limit: @fn as uid 65534 twice (the second run checks that the
+ * first one's exit uncharged everything); 0 when both passed.
+ */
+static int unprivileged_twice_with(const char *name, long limit, int (*fn)(void *))
 {
+	int r1, r2;
 	long v;
 
+	if (sysctl_read(name, &v) || sysctl_write(name, limit))
+		return -1;
+	r1 = as_unprivileged(fn, NULL);
+	r2 = as_unprivileged(fn, NULL);
+	if (sysctl_write(name, v))
+		return -1;
+	return r1 ? r1 : r2 ? 100 + r2 : 0;
+}
+
+TEST(limits_max_user_queues_emfile)
+{
 	REQUIRE_KEVENT();
-	ASSERT_EQ(0, sysctl_read("max_user_queues", &v));
-	ASSERT_EQ(0, sysctl_write("max_user_queues", LIMIT_QUEUES));
-	EXPECT_EQ(0, as_unprivileged(unpriv_queues, NULL));
-	/* The queues of the exited child are uncharged: the limit is whole again. */
-	EXPECT_EQ(0, as_unprivileged(unpriv_queues, NULL));
-	ASSERT_EQ(0, sysctl_write("max_user_queues", v));
+	EXPECT_EQ(0, unprivileged_twice_with("max_user_queues", LIMIT_QUEUES, unpriv_queues));
 }
 
 #define LIMIT_KEVENTS 100
@@ -704,14 +698,8 @@ static int unpriv_kevents(void *arg)
 
 TEST(limits_max_user_kevents_enospc)
 {
-	long v;
-
 	REQUIRE_KEVENT();
-	ASSERT_EQ(0, sysctl_read("max_user_kevents", &v));
-	ASSERT_EQ(0, sysctl_write("max_user_kevents", LIMIT_KEVENTS));
-	EXPECT_EQ(0, as_unprivileged(unpriv_kevents, NULL));
-	EXPECT_EQ(0, as_unprivileged(unpriv_kevents, NULL));
-	ASSERT_EQ(0, sysctl_write("max_user_kevents", v));
+	EXPECT_EQ(0, unprivileged_twice_with("max_user_kevents", LIMIT_KEVENTS, unpriv_kevents));
 }
 
 /* Status 0 if kevent_init gives EPERM; 1 if it made a queue. */
@@ -742,8 +730,7 @@ TEST(limits_unprivileged_disabled)
 		close(q);
 	ASSERT_EQ(0, sysctl_write("unprivileged_disabled", 2));
 	EXPECT_EQ(0, as_unprivileged(unpriv_init_eperm, NULL));
-	EXPECT_EQ(-1, k_init(NULL, 0, 0));
-	EXPECT_EQ(EPERM, errno);
+	EXPECT_ERRNO(EPERM, k_init(NULL, 0, 0));
 	ASSERT_EQ(0, sysctl_write("unprivileged_disabled", 0));
 	EXPECT_EQ(0, as_unprivileged(unpriv_init_ok, NULL));
 }

@@ -115,14 +115,20 @@ static inline int remove1(int q, struct ukevent e)
 	return 0;
 }
 
-static inline int sysctl_read(const char *name, long *v)
+/* fopen() of /proc/sys/fs/kevent/NAME. */
+static inline FILE *sysctl_open(const char *name, const char *mode)
 {
 	char path[128];
-	FILE *f;
-	int n;
 
 	snprintf(path, sizeof(path), SYSCTL_DIR "%s", name);
-	f = fopen(path, "r");
+	return fopen(path, mode);
+}
+
+static inline int sysctl_read(const char *name, long *v)
+{
+	FILE *f = sysctl_open(name, "r");
+	int n;
+
 	if (!f)
 		return -1;
 	n = fscanf(f, "%ld", v);
@@ -132,12 +138,9 @@ static inline int sysctl_read(const char *name, long *v)
 
 static inline int sysctl_write(const char *name, long v)
 {
-	char path[128];
-	FILE *f;
+	FILE *f = sysctl_open(name, "w");
 	int ok;
 
-	snprintf(path, sizeof(path), SYSCTL_DIR "%s", name);
-	f = fopen(path, "w");
 	if (!f)
 		return -1;
 	ok = fprintf(f, "%ld\n", v) > 0;
