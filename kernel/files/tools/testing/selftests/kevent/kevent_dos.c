@@ -9,7 +9,8 @@
  *   sigchld  SIGCHLD kevents (the duplicates of finding 4 refused) in as many queues as
  *            allowed, then fork/exit churn
  *   inode    INODE kevents on one shared directory (/tmp), then create/unlink churn there
- *   ready    a kevent_ctl(READY) of 2^31 - 1 read-only zero-page entries naming one key;
+ *   ready    a kevent_ctl(READY) of 2^31 - 1 read-only zero-page entries naming one key
+ *            (SOCKET 0, the key of an all-zero ukevent);
  *            SIGKILLed, it must be dead within 1 s
  *   pipe     PIPE kevents on one pipe through as many fds and queues as allowed, then
  *            write/read churn on it
@@ -348,9 +349,9 @@ static void attack_inode(struct report *r, int fd)
 }
 
 /*
- * READY over read-only zero-page entries, each naming the one UNOTIFY kevent: 2^31 - 1 of
- * them, and if that is refused at once, the most the kernel may accept (INT_MAX bytes'
- * worth). @ready_phase (shared with the parent, read after the child is dead) says which
+ * READY over read-only zero-page entries, each naming the one kevent (zero_key_queue()):
+ * 2^31 - 1 of them, and if that is refused at once, the most the kernel may accept (INT_MAX
+ * bytes' worth). @ready_phase (shared with the parent, read after the child is dead) says which
  * call was in progress.
  */
 static int *ready_phase;
@@ -359,11 +360,11 @@ static void attack_ready(struct report *r, int fd)
 {
 	const unsigned long n = (1UL << 31) - 1, n2 = INT_MAX / sizeof(struct ukevent);
 	struct ukevent *arr;
-	int q = k_init(NULL, 0, 0), res;
+	int q = zero_key_queue(), res;
 
 	arr = mmap(NULL, n * sizeof(*arr), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
 		   -1, 0);
-	if (q < 0 || arr == MAP_FAILED || add1(q, uk(KEVENT_UNOTIFY, 0, 0, 0)) != 0) {
+	if (q < 0 || arr == MAP_FAILED) {
 		stopped(r, errno, "setup failed");
 		send_report(fd, r);
 		_exit(1);
