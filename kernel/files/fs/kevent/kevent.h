@@ -164,6 +164,7 @@ struct kevent {
 	struct ukevent uk;		/* as registered; under q->mtx */
 	refcount_t ref;
 	bool registered;		/* in the tree; under q->mtx */
+	bool charged;			/* counted in max_user_kevents */
 	u64 stamp;			/* last delivering call; under q->mtx */
 
 	/* under q->lock */

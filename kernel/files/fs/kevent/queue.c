@@ -88,22 +88,29 @@ void kevent_queue_put(struct kevent_queue *q)
  * @uk: what was registered
  * @ops: its type
  *
- * Return: the kevent, ERR_PTR(-ENOSPC) beyond fs.kevent.max_user_kevents,
- * or ERR_PTR(-ENOMEM).
+ * Beyond fs.kevent.max_user_kevents only a caller with CAP_SYS_RESOURCE
+ * gets one, uncharged (as pipe buffers beyond pipe-user-pages-soft, or
+ * POSIX message queues beyond queues_max).
+ *
+ * Return: the kevent, ERR_PTR(-ENOSPC) beyond the limit, or
+ * ERR_PTR(-ENOMEM).
  */
 struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
 			    const struct kevent_ops *ops)
 {
+	bool charged = inc_ucount(q->ucounts->ns, q->ucounts->uid,
+				  UCOUNT_KEVENT_KEVENTS);
 	struct kevent *k;
 
-	if (!inc_ucount(q->ucounts->ns, q->ucounts->uid,
-			UCOUNT_KEVENT_KEVENTS))
+	if (!charged && !capable(CAP_SYS_RESOURCE))
 		return ERR_PTR(-ENOSPC);
 	k = kmem_cache_zalloc(kevent_caches[ops->slab], GFP_KERNEL_ACCOUNT);
 	if (!k) {
-		dec_ucount(q->ucounts, UCOUNT_KEVENT_KEVENTS);
+		if (charged)
+			dec_ucount(q->ucounts, UCOUNT_KEVENT_KEVENTS);
 		return ERR_PTR(-ENOMEM);
 	}
+	k->charged = charged;
 	RB_CLEAR_NODE(&k->node);
 	INIT_LIST_HEAD(&k->link);
 	refcount_set(&k->ref, 1);
@@ -121,7 +128,8 @@ void kevent_put(struct kevent *k)
 {
 	if (!refcount_dec_and_test(&k->ref))
 		return;
-	dec_ucount(k->q->ucounts, UCOUNT_KEVENT_KEVENTS);
+	if (k->charged)
+		dec_ucount(k->q->ucounts, UCOUNT_KEVENT_KEVENTS);
 	kmem_cache_free(kevent_caches[k->ops->slab], k);
 }
 
@@ -867,13 +875,18 @@ static unsigned int kevent_requeue(struct kevent_queue *q,
 /* The end of a call: level kevents back, the ring published, wake-ups. */
 static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s)
 {
+	unsigned int n;
+
 	spin_lock_irq(&q->lock);
-	kevent_requeue(q, s);
+	n = kevent_requeue(q, s);
 	q->wake_pending = false;
 	/* Events left behind: the next waiter takes them. */
 	if (q->nready && waitqueue_active(&q->wq))
 		wake_up(&q->wq);
 	spin_unlock_irq(&q->lock);
+	/* A ->poll() that ran meanwhile did not see them. */
+	if (n)
+		kevent_wake_pollers(q, 0);
 	if (s->ring_dirty)
 		kevent_ring_publish(q);
 }
