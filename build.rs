@@ -196,6 +196,22 @@ int kevent_wait(int fd, unsigned int num, unsigned int old_uidx,
 int kevent_commit(int fd, unsigned int new_uidx, unsigned int over);
 
 /*
+ * Starts sending count bytes of in_fd, from offset, to the connected stream socket sock_fd in
+ * the background, and returns at once with a request id > 0 (or -1 and errno). When the
+ * transfer ends, one KEVENT_AIO event is queued on fd: id.raw_u64 = the request id,
+ * ret_data[0..1] = bytes sent (64-bit, low word first; fewer than count at end of file); on an
+ * error KEVENT_RET_BROKEN, ret_data[1] = -errno and ret_data[0] = the bytes sent before it (a
+ * closed peer gives -EPIPE or -ECONNRESET, never SIGPIPE). count == 0 completes at once.
+ * Closing in_fd or sock_fd does not end a transfer; KEVENT_CTL_REMOVE of (KEVENT_AIO, id)
+ * cancels it (no event follows), and so does closing the queue. Errors: EBADF (bad fd, closed
+ * in_fd or sock_fd), EINVAL (fd not a queue, in_fd not a regular file open for reading,
+ * sock_fd not a stream socket, offset + count past the largest file offset), ENOTCONN
+ * (unconnected stream socket), ENOSYS (a kevent kernel without native AIO). See
+ * kevent_aio_sendfile(2).
+ */
+long long kevent_aio_sendfile(int fd, int sock_fd, int in_fd, uint64_t offset, uint64_t count);
+
+/*
  * "native" or "fallback": the backend this process uses, chosen once from KEVENT_BACKEND
  * (auto, native, fallback) and the running kernel. NULL when there is none (KEVENT_BACKEND
  * invalid, or native required but unavailable); every call then fails with ENOSYS.

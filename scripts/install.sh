@@ -16,7 +16,7 @@
 #                                      it through the library's .gnu_debuglink)
 #   PREFIX/include/kevent/kevent.h
 #   PREFIX/lib/pkgconfig/kevent.pc
-#   PREFIX/share/man/man2/kevent_{init,ctl,get_events,wait,commit}.2
+#   PREFIX/share/man/man2/kevent_{init,ctl,get_events,wait,commit,aio_sendfile}.2
 #   PREFIX/share/man/man3/kevent_timer_create.3 (and its aliases)
 #   PREFIX/lib/libkevent-epoll.so      the LD_PRELOAD library that runs epoll programs on
 #                                      kevent (stripped), and

@@ -225,6 +225,13 @@ fn c_tcp_server() {
     build_and_run("tcp_server", Lang::C99, Link::Shared);
 }
 
+/// D18 from C: `kevent_aio_sendfile`, its completion, REMOVE, its errors (ENOSYS on a kevent
+/// kernel without the call, where the program says so and exits 0).
+#[test]
+fn c_aio_sendfile() {
+    build_and_run("aio_sendfile", Lang::C99, Link::Shared);
+}
+
 #[test]
 fn c_bad_input_every_errno() {
     build_and_run("bad_input", Lang::C99, Link::Shared);

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Each page and the errno values of its ERRORS section.
-const PAGES: [(&str, &[&str]); 6] = [
+const PAGES: [(&str, &[&str]); 7] = [
     (
         "man2/kevent_init.2",
         &["EFAULT", "EINVAL", "EMFILE", "ENFILE", "ENOMEM", "ENOSYS"],
@@ -35,6 +35,12 @@ const PAGES: [(&str, &[&str]); 6] = [
     (
         "man2/kevent_commit.2",
         &["EBADF", "EINVAL", "EOVERFLOW", "ENOSYS"],
+    ),
+    (
+        "man2/kevent_aio_sendfile.2",
+        &[
+            "EAGAIN", "EBADF", "EINVAL", "EMFILE", "ENFILE", "ENOMEM", "ENOSYS", "ENOTCONN",
+        ],
     ),
     (
         "man3/kevent_timer_create.3",

@@ -337,6 +337,49 @@ impl Backend {
         }
     }
 
+    /// `kevent_aio_sendfile(fd, sock_fd, in_fd, offset, count)`—Starts sending `count` bytes
+    /// of `in_fd` from `offset` to the connected stream socket `sock_fd` and returns the
+    /// request id (`> 0`); one `KEVENT_AIO` event on queue `fd` reports the end (spec D18).
+    ///
+    /// Native: the kernel's call through the sixth advertised number; on a kernel that
+    /// advertised five there is none and this is `ENOSYS` (decision P37). Fallback: the
+    /// engine's transfer ([`kevent_fallback::kevent_aio_sendfile`]).
+    ///
+    /// # Errors
+    ///
+    /// `EBADF`/`EINVAL` for a bad queue fd; `EBADF` for a closed `in_fd` or `sock_fd`;
+    /// `EINVAL` for a file that is not regular or not readable, a socket that is not a
+    /// stream socket, or `offset + count` past the largest file offset; `ENOTCONN` for an
+    /// unconnected stream socket; `ENOSYS` natively without the call.
+    #[doc(alias = "kevent_aio_sendfile")]
+    pub fn aio_sendfile(
+        &self,
+        fd: RawFd,
+        sock_fd: RawFd,
+        in_fd: RawFd,
+        offset: u64,
+        count: u64,
+    ) -> Result<u64, Errno> {
+        match self {
+            // SAFETY: `t` came from detection (crate docs); the call takes integers only.
+            Backend::Native(t) => unsafe {
+                syscall::kevent_aio_sendfile(t, fd, sock_fd, in_fd, offset, count)
+            },
+            Backend::Fallback => {
+                kevent_fallback::kevent_aio_sendfile(fd, sock_fd, in_fd, offset, count)
+            }
+        }
+    }
+
+    /// Whether this backend can start AIO transfers (D18): always on the fallback; natively
+    /// only when the kernel advertised the sixth syscall number.
+    pub const fn has_aio(&self) -> bool {
+        match self {
+            Backend::Native(t) => t.aio_sendfile.is_some(),
+            Backend::Fallback => true,
+        }
+    }
+
     /// `timer_create(clock, sev)`—Creates a POSIX timer; with `sev.sigev_notify ==
     /// SIGEV_KEVENT` its expiries are reported to the queue whose fd is in the first int of
     /// `sev`'s `_sigev_un` (`sigev_notify_thread_id`).

@@ -25,6 +25,7 @@ fn fallback_is_the_fallback_arm() {
         get_events: 3,
         wait: 4,
         commit: 5,
+        aio_sendfile: None,
     };
     assert!(Backend::Native(t).is_native());
     assert!(Backend::Native(t).dup_is_queue());
@@ -144,6 +145,7 @@ fn timer_ids_round_trip_through_timer_t() {
         get_events: -1,
         wait: -1,
         commit: -1,
+        aio_sendfile: None,
     });
     for id in [0, 1, i32::MAX] {
         let t = PosixTimerId::Native(id);
@@ -165,6 +167,7 @@ fn timer_ids_of_the_other_backend_are_einval() {
         get_events: -1,
         wait: -1,
         commit: -1,
+        aio_sendfile: None,
     });
     let f = PosixTimerId::Fallback(TimerId(3));
     assert_eq!(native.timer_delete(f), Err(Errno::EINVAL));
@@ -186,6 +189,7 @@ fn native_timer_calls_are_the_kernels() {
         get_events: -1,
         wait: -1,
         commit: -1,
+        aio_sendfile: None,
     });
     // SAFETY: `sigevent` is plain data (ints, a union of int and pointer, padding): all
     // zeroes is a valid value.
@@ -227,4 +231,29 @@ fn native_timer_calls_are_the_kernels() {
         .expect("timer_create");
     assert_eq!(native.timer_settime(id, 0, &bad, None), Err(Errno::EINVAL));
     native.timer_delete(id).expect("delete");
+}
+
+/// P37: a kevent kernel that advertised five syscall numbers has no native AIO: the call is
+/// `ENOSYS` without any syscall (the numbers here are invalid ones), whatever the fds; with a
+/// sixth number the backend says it can start transfers. The fallback always can.
+#[test]
+fn p37_native_aio_only_with_a_sixth_number() {
+    let five = SyscallTable {
+        init: -1,
+        ctl: -1,
+        get_events: -1,
+        wait: -1,
+        commit: -1,
+        aio_sendfile: None,
+    };
+    let native = Backend::Native(five);
+    assert!(!native.has_aio());
+    assert_eq!(native.aio_sendfile(-1, -1, -1, 0, 1), Err(Errno::ENOSYS));
+    assert_eq!(native.aio_sendfile(0, 1, 2, 0, 0), Err(Errno::ENOSYS));
+    let six = Backend::Native(SyscallTable {
+        aio_sendfile: Some(-1),
+        ..five
+    });
+    assert!(six.has_aio());
+    assert!(Backend::Fallback.has_aio());
 }

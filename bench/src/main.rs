@@ -20,6 +20,7 @@
 //! [`os`], [`rawqueue`] and [`machine`] are the measuring side.
 
 pub mod capi;
+pub mod deadlines;
 pub mod http;
 pub mod json;
 pub mod machine;
@@ -29,6 +30,7 @@ pub mod rawqueue;
 pub mod registry;
 pub mod report;
 pub mod ring;
+pub mod scaling;
 pub mod stats;
 pub mod svg;
 pub mod timers;
@@ -53,13 +55,16 @@ subcommands:
              (get_events and ring) on every available backend
   http       single-threaded HTTP/1.1 servers on epoll and on kevent (and nginx, when
              installed) under the built-in load generator (and ab and wrk, when installed)
+  static-files
+             one file (4 KiB, 64 KiB, 1 MiB) over HTTP at 100 and 1000 connections, served
+             with kevent_aio_sendfile and with epoll + blocking sendfile
   registry   kevent_ctl ADD/MODIFY/REMOVE ns/op with 1e3..1e6 registered kevents, random vs
              colliding ids, and epoll_ctl for comparison
   timers     10k/100k/1M periodic timers in one queue: memory, CPU per expiry, lateness
   ring       events/s through get_events vs the ring, and syscalls per event
   capi       ns per call through libkevent's exported C functions ÷ the Rust dispatch they
              wrap (the C layer's copies of caller memory), on the process's backend
-  all        every benchmark above (http last)
+  all        every benchmark above (http and static-files last)
   serve epoll|kevent|safe PORT SECONDS
              run one HTTP server alone on 127.0.0.1:PORT (to profile it under your own load)
   loadgen PORT CONNS keep-alive|close WARMUP_MS WINDOW_MS
@@ -70,6 +75,13 @@ subcommands:
   timer-memory fallback|native N
              RSS growth in bytes of a fresh process that adds N timers to one queue (the
              probe behind the timers table's bytes/timer)
+  deadlines [N]
+             N per-connection deadlines (default 100000) through kevent::Timers (one TIMER
+             kevent) and, built with --features tokio, tokio's timer wheel: CPU ns per
+             insert, reset and expiry
+  add-scaling [PAIRS]
+             ADD + REMOVE pairs per second from 1, 2 and 4 threads on one queue (safe API)
+             against epoll_ctl ADD + DEL from the same threads
   help       print this text
 
 options:
@@ -162,7 +174,7 @@ fn main() -> ExitCode {
     let result = match cmd {
         "report" | "backend" if rest.is_empty() => report::report(stdout, detect::current()),
         "help" | "-h" | "--help" => stdout.write_all(USAGE.as_bytes()).map(|()| 0),
-        "poller" | "http" | "registry" | "timers" | "ring" | "capi" | "all" => {
+        "poller" | "http" | "static-files" | "registry" | "timers" | "ring" | "capi" | "all" => {
             match parse_opts(rest) {
                 Ok(opts) => bench(stdout, cmd, &opts),
                 Err(e) => {
@@ -176,6 +188,8 @@ fn main() -> ExitCode {
         "serve" => http::serve_command(rest),
         "poller-rounds" => poller::rounds_command(rest),
         "timer-memory" => timers::memory_child(rest).map(|()| 0),
+        "deadlines" => deadlines::command(rest),
+        "add-scaling" => scaling::command(rest),
         _ => {
             eprintln!("kevent-bench: unknown arguments {args:?}\n\n{USAGE}");
             Ok(2)
@@ -199,10 +213,19 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
         // as softirqs for a minute, and this kernel charges softirq time to whichever thread
         // they interrupt (no CONFIG_IRQ_TIME_ACCOUNTING): the single-process benchmarks'
         // per-call CPU times and lateness would carry it.
-        "all" => &["poller", "registry", "timers", "ring", "capi", "http"],
+        "all" => &[
+            "poller",
+            "registry",
+            "timers",
+            "ring",
+            "capi",
+            "http",
+            "static-files",
+        ],
         one => std::slice::from_ref(match one {
             "poller" => &"poller",
             "http" => &"http",
+            "static-files" => &"static-files",
             "registry" => &"registry",
             "timers" => &"timers",
             "capi" => &"capi",
@@ -263,21 +286,24 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
         let load_before = machine::loadavg();
         let (busy0, own0) = (os::machine_busy_ns(), os::tree_cpu_ns());
         eprintln!("kevent-bench: {name} ...");
-        // Single-process benchmarks run pinned to one CPU; http pins its threads itself.
-        if name != "http" && cpus.len() > 1 {
+        // Single-process benchmarks run pinned to one CPU; http and static-files pin their
+        // threads themselves.
+        let pins_itself = matches!(name, "http" | "static-files");
+        if !pins_itself && cpus.len() > 1 {
             let _ = os::pin_thread(*cpus.last().unwrap_or(&0));
         }
         // --rt: the single-process benchmarks run at SCHED_FIFO on their CPU, so that other
         // processes cannot take time slices from them (they keep the other CPU, and the
         // kernel's RT throttling leaves them 5% of this one). Never for http, which keeps
         // both CPUs busy.
-        let rt = opts.rt && name != "http" && cpus.len() > 1;
+        let rt = opts.rt && !pins_itself && cpus.len() > 1;
         if rt && let Err(e) = os::set_fifo(Some(1)) {
             eprintln!("kevent-bench: --rt: SCHED_FIFO refused ({e}); running normally");
         }
         let section = match name {
             "poller" => poller::run(opts, &machine),
             "http" => http::run(opts, &machine),
+            "static-files" => http::static_files::run(opts, &machine),
             "registry" => registry::run(opts, &machine),
             "timers" => timers::run(opts, &machine),
             "capi" => capi::run(opts, &machine),

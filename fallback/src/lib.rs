@@ -15,6 +15,7 @@
 //! | SIGNAL | a `sigaction` handler per watched signal + one shared eventfd doorbell | see the caveats |
 //! | INODE | one inotify fd per queue | one watch per directory |
 //! | UNOTIFY | the queue's wake eventfd | memory only |
+//! | AIO (`kevent_aio_sendfile`, D18) | one worker thread per process: `pread` + `send(MSG_DONTWAIT \| MSG_NOSIGNAL)`, its own epoll for full sockets (P36) | two fd duplicates per running transfer |
 //!
 //! # Caveats
 //!
@@ -60,6 +61,8 @@ use std::sync::Arc;
 
 use kevent_sys::{Errno, kevent_ring, ukevent};
 
+pub use crate::source::aio::kevent_aio_sendfile;
+
 use crate::queue::Queue;
 use crate::ring::Ring;
 
@@ -71,7 +74,7 @@ fn nonce() -> u32 {
 }
 
 /// Runs `f` on the queue behind `fd`; a queue found closed or reused is released.
-fn with_queue<R>(fd: RawFd, f: impl FnOnce(&Queue) -> Result<R, Errno>) -> Result<R, Errno> {
+fn with_queue<R>(fd: RawFd, f: impl FnOnce(&Arc<Queue>) -> Result<R, Errno>) -> Result<R, Errno> {
     fdtable::with(fd, |q| {
         let r = f(q);
         if r.is_err() && q.is_gone() {

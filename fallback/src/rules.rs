@@ -5,9 +5,10 @@
 //! and whether the kevent stays registered. Unit-tested without any fd.
 
 use kevent_sys::{
-    Errno, KEVENT_INODE, KEVENT_POLL, KEVENT_POSIX_TIMER, KEVENT_REQ_ALWAYS_QUEUE, KEVENT_REQ_ET,
-    KEVENT_REQ_LAST_CHECK, KEVENT_REQ_ONESHOT, KEVENT_REQ_READY, KEVENT_REQ_WAKEUP_ALL,
-    KEVENT_RET_BROKEN, KEVENT_RET_DONE, KEVENT_SIGNAL, KEVENT_TIMER, KEVENT_UNOTIFY, ukevent,
+    Errno, KEVENT_AIO, KEVENT_INODE, KEVENT_POLL, KEVENT_POSIX_TIMER, KEVENT_REQ_ALWAYS_QUEUE,
+    KEVENT_REQ_ET, KEVENT_REQ_LAST_CHECK, KEVENT_REQ_ONESHOT, KEVENT_REQ_READY,
+    KEVENT_REQ_WAKEUP_ALL, KEVENT_RET_BROKEN, KEVENT_RET_DONE, KEVENT_SIGNAL, KEVENT_TIMER,
+    KEVENT_UNOTIFY, ukevent,
 };
 
 /// Every request flag of spec section 4.
@@ -32,20 +33,20 @@ pub(crate) enum Readiness {
 /// The readiness class of a type.
 pub(crate) fn readiness(type_: u32) -> Readiness {
     match type_ {
-        KEVENT_TIMER | KEVENT_POSIX_TIMER | KEVENT_SIGNAL | KEVENT_INODE | KEVENT_UNOTIFY => {
-            Readiness::Occurrence
-        }
+        KEVENT_TIMER | KEVENT_POSIX_TIMER | KEVENT_SIGNAL | KEVENT_INODE | KEVENT_UNOTIFY
+        | KEVENT_AIO => Readiness::Occurrence,
         _ => Readiness::State,
     }
 }
 
 /// Request flags as the queue keeps them: POLL kevents always carry LAST_CHECK (spec
-/// section 4).
+/// section 4); AIO kevents are always ONESHOT (D18: the request is gone after its event,
+/// whatever a MODIFY says; decision P36).
 pub(crate) fn effective_req_flags(type_: u32, req_flags: u32) -> u32 {
-    if type_ == KEVENT_POLL {
-        req_flags | KEVENT_REQ_LAST_CHECK
-    } else {
-        req_flags
+    match type_ {
+        KEVENT_POLL => req_flags | KEVENT_REQ_LAST_CHECK,
+        KEVENT_AIO => req_flags | KEVENT_REQ_ONESHOT,
+        _ => req_flags,
     }
 }
 
@@ -115,6 +116,8 @@ pub(crate) enum Report {
     Ready([u32; 2]),
     /// The source failed: delivered as `RET_BROKEN` with `ret_data[1] = -errno`.
     Broken(Errno),
+    /// As `Broken`, with `ret_data[0]` set (AIO: the bytes sent before the error, D18).
+    BrokenAfter(u32, Errno),
 }
 
 /// One delivery: the event to hand out and whether the kevent leaves the registry.
@@ -133,6 +136,7 @@ pub(crate) fn deliver(registered: &ukevent, report: Report) -> Delivery {
     let (mut ret_flags, ret_data) = match report {
         Report::Ready(data) => (0, data),
         Report::Broken(e) => (KEVENT_RET_BROKEN, [0, e.negated()]),
+        Report::BrokenAfter(data, e) => (KEVENT_RET_BROKEN, [data, e.negated()]),
     };
     let unregister =
         registered.req_flags & KEVENT_REQ_ONESHOT != 0 || ret_flags & KEVENT_RET_BROKEN != 0;
@@ -239,6 +243,12 @@ mod tests {
     fn s4_poll_always_carries_last_check() {
         assert!(last_check(effective_req_flags(KEVENT_POLL, 0)));
         assert!(!last_check(effective_req_flags(KEVENT_SOCKET, 0)));
+    }
+
+    #[test]
+    fn p36_aio_is_always_oneshot() {
+        assert_ne!(effective_req_flags(KEVENT_AIO, 0) & KEVENT_REQ_ONESHOT, 0);
+        assert_eq!(effective_req_flags(KEVENT_UNOTIFY, 0), 0);
     }
 
     #[test]

@@ -14,8 +14,14 @@
 //! No other crate re-declares an ABI structure or constant: they all come from here.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "kevent-sys: the kevent ABI exists on Linux only (a kevent kernel or the fallback over epoll)"
+);
+
 pub mod detect;
 mod errno;
+mod key;
 pub mod names;
 pub mod ring;
 mod structs;
@@ -24,6 +30,7 @@ pub mod syscall;
 pub use names::type_name;
 
 pub use errno::Errno;
+pub use key::Key;
 
 /// The ABI structures and constants, as bindgen generated them.
 #[allow(

@@ -1,4 +1,5 @@
-//! The five raw syscalls of a kevent kernel (spec section 3), through a [`SyscallTable`], and
+//! The five raw syscalls of a kevent kernel (spec section 3) and the optional sixth,
+//! `kevent_aio_sendfile` (D18), through a [`SyscallTable`], and
 //! the kernel's POSIX timer syscalls, which a kevent kernel extends with `SIGEV_KEVENT`.
 //!
 //! These are every native system call of the project: the backend dispatch
@@ -51,6 +52,9 @@ pub struct SyscallTable {
     pub wait: c_long,
     /// `__NR_kevent_commit`.
     pub commit: c_long,
+    /// `__NR_kevent_aio_sendfile` (D18): the optional sixth number, `None` on a kernel that
+    /// advertises five. [`kevent_aio_sendfile`] then answers `ENOSYS` without a syscall.
+    pub aio_sendfile: Option<c_long>,
 }
 
 impl SyscallTable {
@@ -69,6 +73,9 @@ impl SyscallTable {
                 get_events: crate::__NR_kevent_get_events as c_long,
                 wait: crate::__NR_kevent_wait as c_long,
                 commit: crate::__NR_kevent_commit as c_long,
+                // The historic patches that define the five numbers never shipped this call
+                // under this name: a historic kernel has no native AIO (ENOSYS).
+                aio_sendfile: None,
             })
         }
         #[cfg(not(kevent_header_syscalls))]
@@ -243,6 +250,52 @@ pub unsafe fn kevent_commit(
     decode(ret).map(|n| n as u32)
 }
 
+/// `kevent_aio_sendfile(fd, sock_fd, in_fd, offset, count)`—Starts sending `count` bytes of
+/// `in_fd` from `offset` to the connected stream socket `sock_fd` in the kernel, and returns
+/// the request id (`> 0`); the completion arrives on queue `fd` as one `KEVENT_AIO` event
+/// (spec D18).
+///
+/// The number is the sixth one the kernel advertised ([`SyscallTable::aio_sendfile`]); a
+/// kernel that advertised five has no such call, and this returns `ENOSYS` without issuing any
+/// syscall (spec section 6: nothing calls a number the kernel did not name).
+///
+/// # Errors
+///
+/// `ENOSYS` without the sixth number; otherwise what the kernel returns (D18): `EBADF`,
+/// `EINVAL`, `ENOTCONN`, `ENOMEM`, `EAGAIN`.
+///
+/// # Safety
+///
+/// `t` holds the running kernel's kevent syscall numbers (see [`kevent_init`]): a wrong
+/// `aio_sendfile` number runs an unrelated syscall with these arguments. The call itself
+/// touches no user memory.
+pub unsafe fn kevent_aio_sendfile(
+    t: &SyscallTable,
+    fd: RawFd,
+    sock_fd: RawFd,
+    in_fd: RawFd,
+    offset: u64,
+    count: u64,
+) -> Result<u64, Errno> {
+    let Some(nr) = t.aio_sendfile else {
+        return Err(Errno::ENOSYS);
+    };
+    // SAFETY: `nr` is the kernel's kevent_aio_sendfile (caller contract). The call takes
+    // integers only and touches no user memory. The u64 arguments are passed whole (x86_64:
+    // one register each).
+    let ret = unsafe {
+        libc::syscall(
+            nr,
+            fd as c_long,
+            sock_fd as c_long,
+            in_fd as c_long,
+            offset as c_long,
+            count as c_long,
+        )
+    };
+    decode(ret).map(|id| id as u64)
+}
+
 /// `timer_create(clock, sev)`—The kernel's `timer_create(2)`, which a kevent kernel extends
 /// with `SIGEV_KEVENT` (expiries reported to the queue whose fd is in the first int of
 /// `sev`'s `_sigev_un`); returns the kernel's timer id.
@@ -343,5 +396,22 @@ mod tests {
         // SAFETY: `close(-1)` touches no memory and fails with EBADF, setting errno.
         let r = unsafe { libc::close(-1) };
         assert_eq!(decode(r as c_long), Err(Errno::EBADF));
+    }
+
+    /// D18 / section 6: a kernel that advertised five numbers has no native AIO; the call
+    /// answers ENOSYS without issuing a syscall (the numbers here would be unrelated calls).
+    #[test]
+    fn d18_aio_sendfile_without_sixth_number_is_enosys() {
+        let t = SyscallTable {
+            init: libc::SYS_getpid,
+            ctl: libc::SYS_getpid,
+            get_events: libc::SYS_getpid,
+            wait: libc::SYS_getpid,
+            commit: libc::SYS_getpid,
+            aio_sendfile: None,
+        };
+        // SAFETY: without the sixth number no syscall is issued at all.
+        let r = unsafe { kevent_aio_sendfile(&t, 0, 1, 2, 0, 1) };
+        assert_eq!(r, Err(Errno::ENOSYS));
     }
 }

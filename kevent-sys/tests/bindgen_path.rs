@@ -195,7 +195,8 @@ fn s6_bindgen_path_takes_patched_header_and_its_syscall_numbers() {
     assert_eq!(values["source"], format!("patched {header}"));
     assert_eq!(
         values["from_header"],
-        "Some(SyscallTable { init: 1000, ctl: 1001, get_events: 1002, wait: 1003, commit: 1004 })"
+        "Some(SyscallTable { init: 1000, ctl: 1001, get_events: 1002, wait: 1003, commit: 1004, \
+         aio_sendfile: None })"
     );
     for (n, nr) in FAKE_NR {
         assert_eq!(values[&format!("__NR_kevent_{n}")], nr.to_string());

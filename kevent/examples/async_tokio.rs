@@ -1,76 +1,98 @@
-//! A kevent queue inside tokio: the queue fd is pollable, so `AsyncFd` can await it.
+//! A kevent queue inside tokio, next to tokio's own sockets (issue 23's program (c)).
 //!
-//! `AsyncFd::register_with_interest` is `unsafe` (tokio asks that the fd stay open and the
-//! same for the registration's life); an `Arc<Queue>` guarantees it, since the queue owns
-//! its fd. The task awaits readability of the queue fd, then takes what is ready with
-//! `get_events(.., Timeout::NOW)` (never blocking the runtime), and clears readiness only
-//! when nothing was left. Events: a 10 ms periodic timer, and a user event that a plain
-//! thread marks ready. Exits after 5 ticks and 3 user events (or fails after 10 s).
+//! One task serves TCP echo with tokio's `TcpListener`/`TcpStream`; a client task talks to
+//! it. Meanwhile the main task awaits the kevent queue through `kevent::tokio::AsyncQueue`
+//! (no `unsafe`, no readiness protocol): three deadlines of one `Timers` (the same duration,
+//! one kernel timer), `SIGUSR1` (sent by `sh -c kill`, reported with NOMASK: no handler, no
+//! default action) and the creation of a file in a watched directory. It exits once the echo
+//! came back and every kevent arrived, and fails after 10 s.
 //!
 //! ```text
-//! cargo run -p kevent --example async_tokio
+//! cargo run -p kevent --features tokio --example async_tokio
 //! ```
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use kevent::{EventKind, Events, Key, Queue, Timeout, Timer, User};
-use tokio::io::Interest;
-use tokio::io::unix::AsyncFd;
+use kevent::tokio::AsyncQueue;
+use kevent::{EventKind, Inode, InodeEvents, Queue, Signal, Signo, Timers};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
-async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    // Non-blocking: even a mistaken timeout could not block the runtime's thread.
-    let queue = Arc::new(Queue::builder().nonblocking(true).build()?);
-    println!("async_tokio: {} backend", queue.backend());
-    let _timer = queue
-        .add(Timer::new(Duration::from_millis(10)))?
-        .registration();
-    let _users: Vec<_> = (7..10)
-        .filter_map(|id| queue.add(User::new(id)).ok()?.registration())
-        .collect();
+const TIMERS: u64 = 1;
+const SIGNAL: u64 = 2;
+const DIR: u64 = 3;
 
-    // A plain thread marks the user events, as a producer outside the runtime would.
-    let producer = {
-        let queue = Arc::clone(&queue);
-        std::thread::spawn(move || -> Result<(), kevent::Error> {
-            for id in 7..10 {
-                std::thread::sleep(Duration::from_millis(15));
-                queue.ready(&[Key::user(id)])?;
-            }
-            Ok(())
-        })
-    };
-
-    // SAFETY: the `Arc<Queue>` moved into the AsyncFd keeps the queue, which owns its fd
-    // (an `OwnedFd` closed only when the last `Arc` drops), so the fd stays open and names
-    // the same queue for the AsyncFd's whole life, and `as_raw_fd` always returns it.
-    let afd = unsafe { AsyncFd::register_with_interest(Arc::clone(&queue), Interest::READABLE) }?;
-    let (mut ticks, mut users) = (0u32, 0u32);
-    let mut events = Events::with_capacity(16);
-    let work = async {
-        while ticks < 5 || users < 3 {
-            let mut guard = afd.readable().await?;
-            let n = queue.get_events(&mut events, 0, Timeout::NOW)?;
-            if n == 0 {
-                guard.clear_ready();
-                continue;
-            }
-            for event in &events {
-                match event.kind() {
-                    EventKind::Timer { expirations, .. } => ticks += expirations,
-                    EventKind::User { id } => {
-                        users += 1;
-                        println!("user event {id}");
-                    }
-                    other => println!("unexpected {other:?}"),
+/// tokio's half: an echo server and one client; returns what the client read back.
+async fn echo_round_trip() -> std::io::Result<String> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        if let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = [0; 64];
+            while let Ok(n) = s.read(&mut buf).await {
+                if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                    break;
                 }
             }
         }
-        Ok::<_, Box<dyn std::error::Error>>(())
+    });
+    let mut client = TcpStream::connect(addr).await?;
+    client.write_all(b"hello from tokio").await?;
+    let mut got = vec![0; 16];
+    client.read_exact(&mut got).await?;
+    Ok(String::from_utf8_lossy(&got).into_owned())
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let queue = Queue::new()?;
+    println!("async_tokio: {} backend", queue.backend());
+    let mut timers = Timers::new(&queue, TIMERS)?;
+    for conn in 0..3 {
+        timers.insert_after(Duration::from_millis(30), conn)?;
+    }
+    let _signal = queue.add(Signal::new(Signo::USR1).nomask().token(SIGNAL))?;
+    let dir = std::env::temp_dir().join(format!("kevent-async-tokio-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let _dir = queue.add(Inode::new(std::fs::File::open(&dir)?, InodeEvents::CREATE).token(DIR))?;
+    let mut queue = AsyncQueue::new(queue)?;
+
+    let echo = tokio::spawn(echo_round_trip());
+    // Another process signals us (the shell's builtin `kill`), and a file appears: both
+    // while we await.
+    let kill = format!("kill -USR1 {}", std::process::id());
+    std::process::Command::new("sh")
+        .args(["-c", &kill])
+        .status()?;
+    std::fs::write(dir.join("new-file"), b"")?;
+
+    let (mut expired, mut signalled, mut created) = (0, false, false);
+    let kevents = async {
+        while expired < 3 || !signalled || !created {
+            let event = queue.next().await?;
+            match event.kind() {
+                _ if timers.handles(&event) => {} // expired deadlines are popped below
+                EventKind::Signal { signo, count, .. } => {
+                    println!("signal {signo:?} x{count}");
+                    signalled = true;
+                }
+                EventKind::Inode { events, .. } => {
+                    println!("directory: {events:?}");
+                    created |= events.contains(InodeEvents::CREATE);
+                }
+                other => println!("unexpected {other:?}"),
+            }
+            while let Some((_, conn)) = timers.pop_expired()? {
+                println!("timer of connection {conn} expired");
+                expired += 1;
+            }
+        }
+        Ok::<_, kevent::Error>(())
     };
-    tokio::time::timeout(Duration::from_secs(10), work).await??;
-    producer.join().map_err(|_| "producer panicked")??;
-    println!("async_tokio: {ticks} ticks, {users} user events");
+    tokio::time::timeout(Duration::from_secs(10), kevents).await??;
+    let echoed = tokio::time::timeout(Duration::from_secs(10), echo).await???;
+    println!("echo: {echoed}");
+    std::fs::remove_dir_all(&dir)?;
+    println!("async_tokio: done");
     Ok(())
 }
 

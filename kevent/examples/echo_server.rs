@@ -1,131 +1,130 @@
-//! A TCP echo server on 127.0.0.1, driven by one kevent queue.
+//! A TCP echo server on one kevent queue (issue 23's program (a)): every connection has an
+//! idle timeout, and SIGINT or SIGTERM shuts the server down cleanly.
 //!
-//! It listens on an ephemeral port, starts its own clients (threads that connect, send a few
-//! lines and check the echo), and exits once `N` connections have been served (default 4,
-//! or the first argument), or after a 10 s timeout. Connections are registered with
-//! `ALWAYS_QUEUE` and owned by their `Registration`: dropping the registration removes the
-//! kevent and then closes the stream.
+//! * Connections are owned by their `Registration` (dropping it removes the kevent, then
+//!   closes the stream); one that already sent data when it is accepted is registered and
+//!   its event queued, never lost.
+//! * Idle timeouts are deadlines of one `Timers`: all of them the same duration, one kernel
+//!   timer, and activity pushes a deadline back without a system call.
+//! * SIGINT and SIGTERM are watched with NOMASK: reported to the queue, no handler, no
+//!   default action, so the loop ends and everything is dropped in order.
+//!
+//! It prints `listening on ADDR`, then one line per connection event, and `shutdown on
+//! SIGTERM` (or SIGINT) at the end.
 //!
 //! ```text
-//! cargo run -p kevent --example echo_server -- 8
-//! KEVENT_BACKEND=fallback cargo run -p kevent --example echo_server
+//! cargo run -p kevent --example echo_server -- [IDLE_MS] [ADDR]
 //! ```
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kevent::{
-    Added, EventKind, Events, Queue, Registration, ReqFlags, Socket, SocketEvents, Timeout,
+    EventKind, Events, Queue, Registration, Signal, Signo, Socket, SocketEvents, Timeout, TimerId,
+    Timers,
 };
 
-const LISTENER: u64 = 0;
+const LISTENER: u64 = u64::MAX;
+const SIGNALS: u64 = u64::MAX - 1;
+const TIMERS: u64 = u64::MAX - 2;
 
-fn client(addr: std::net::SocketAddr, n: usize) -> io::Result<()> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    for i in 0..3 {
-        let line = format!("client {n} line {i}\n");
-        s.write_all(line.as_bytes())?;
-        let mut got = vec![0; line.len()];
-        s.read_exact(&mut got)?;
-        if got != line.as_bytes() {
-            return Err(io::Error::other(format!("bad echo: {got:?}")));
+struct Conn {
+    stream: Registration<TcpStream>,
+    idle: TimerId,
+}
+
+/// Echoes what `stream` has; `true` when the peer is gone.
+fn echo(stream: &mut TcpStream) -> bool {
+    let mut buf = [0; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(n) => {
+                if stream.write_all(&buf[..n]).is_err() {
+                    return true;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(_) => return true,
         }
     }
-    Ok(()) // dropping `s` closes the connection: the server sees EOF
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let wanted: usize = match std::env::args().nth(1) {
-        Some(a) => a.parse()?,
-        None => 4,
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut args = std::env::args().skip(1);
+    let idle = Duration::from_millis(match args.next() {
+        Some(ms) => ms.parse()?,
+        None => 5000,
+    });
+    let addr = args.next().unwrap_or_else(|| "127.0.0.1:0".into());
 
     let queue = Queue::new()?;
-    println!("echo_server: {} backend", queue.backend());
-    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let listener = TcpListener::bind(addr)?;
     listener.set_nonblocking(true)?;
-    let addr = listener.local_addr()?;
-    let _accept = queue
-        .add(Socket::new(&listener, SocketEvents::ACCEPT).cookie(LISTENER))?
-        .registration();
+    let _accept = queue.add(Socket::new(&listener, SocketEvents::ACCEPT).token(LISTENER))?;
+    let _int = queue.add(Signal::new(Signo::INT).nomask().token(SIGNALS))?;
+    let _term = queue.add(Signal::new(Signo::TERM).nomask().token(SIGNALS))?;
+    let mut timers = Timers::new(&queue, TIMERS)?;
+    println!(
+        "listening on {} ({} backend)",
+        listener.local_addr()?,
+        queue.backend()
+    );
 
-    let clients: Vec<_> = (0..wanted)
-        .map(|n| std::thread::spawn(move || client(addr, n)))
-        .collect();
-
-    let mut conns: HashMap<u64, Registration<TcpStream>> = HashMap::new();
-    let mut next_id = 1;
-    let mut served = 0;
+    let mut conns: HashMap<u64, Conn> = HashMap::new();
+    let (mut next_id, mut served) = (0u64, 0u64);
     let mut events = Events::with_capacity(64);
-    while served < wanted {
-        if Instant::now() >= deadline {
-            return Err(format!("timed out after serving {served} of {wanted}").into());
-        }
-        queue.get_events(
-            &mut events,
-            1,
-            Timeout::at(std::time::SystemTime::now() + Duration::from_millis(200)),
-        )?;
+    let stopped_by = 'serve: loop {
+        queue.wait(&mut events, Timeout::FOREVER)?;
         for event in &events {
-            if let Some(err) = event.error() {
-                println!("connection {} broken: {err}", event.cookie());
-                conns.remove(&event.cookie());
-                served += 1;
+            if timers.handles(&event) {
                 continue;
             }
-            match (event.cookie(), event.kind()) {
+            match (event.token(), event.kind()) {
+                (SIGNALS, EventKind::Signal { signo, .. }) => break 'serve signo,
                 (LISTENER, _) => loop {
-                    match listener.accept() {
-                        Ok((stream, peer)) => {
-                            stream.set_nonblocking(true)?;
-                            let id = next_id;
-                            next_id += 1;
-                            let added = queue.add(
-                                Socket::new(stream, SocketEvents::RECV)
-                                    .flags(ReqFlags::ALWAYS_QUEUE)
-                                    .cookie(id),
-                            )?;
-                            match added {
-                                Added::Registered(reg) => {
-                                    println!("connection {id} from {peer}");
-                                    conns.insert(id, reg);
-                                }
-                                other => println!("connection {id} not registered: {other:?}"),
-                            }
-                        }
+                    let (stream, peer) = match listener.accept() {
+                        Ok(accepted) => accepted,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) => return Err(e.into()),
-                    }
-                },
-                (id, EventKind::Socket { .. }) => {
-                    let Some(conn) = conns.get(&id) else { continue };
-                    let mut stream: &TcpStream = conn.get_ref();
-                    let mut buf = [0; 4096];
-                    let closed = loop {
-                        match stream.read(&mut buf) {
-                            Ok(0) => break true,
-                            Ok(n) => stream.write_all(&buf[..n])?,
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break false,
-                            Err(_) => break true,
-                        }
                     };
-                    if closed {
-                        conns.remove(&id); // REMOVE, then close
+                    stream.set_nonblocking(true)?;
+                    next_id += 1;
+                    let id = next_id;
+                    let stream = queue.add(Socket::new(stream, SocketEvents::RECV).token(id))?;
+                    let idle = timers.insert_after(idle, id)?;
+                    conns.insert(id, Conn { stream, idle });
+                    println!("connection {id} from {peer}");
+                },
+                (id, _) => {
+                    let Some(conn) = conns.get_mut(&id) else {
+                        continue;
+                    };
+                    let gone = event.error().is_some() || echo(conn.stream.get_mut());
+                    if gone {
+                        if let Some(conn) = conns.remove(&id) {
+                            timers.cancel(conn.idle);
+                        }
                         served += 1;
-                        println!("connection {id} closed ({served}/{wanted})");
+                        println!("connection {id} closed by the peer");
+                    } else {
+                        timers.reset(conn.idle, std::time::Instant::now() + idle)?;
                     }
                 }
-                (_, other) => println!("unexpected event {other:?}"),
             }
         }
-    }
-    for c in clients {
-        c.join().map_err(|_| "client panicked")??;
-    }
-    println!("echo_server: served {served} connections");
+        while let Some((_, id)) = timers.pop_expired()? {
+            if conns.remove(&id).is_some() {
+                served += 1;
+                println!("connection {id} idle for {} ms, closed", idle.as_millis());
+            }
+        }
+    };
+    println!(
+        "shutdown on {stopped_by:?}: served {served} connections, closing {} open",
+        conns.len()
+    );
     Ok(())
 }

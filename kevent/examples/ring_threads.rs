@@ -29,11 +29,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "ring_threads: {} backend, {n} events, {producers} producers, {consumers} consumers",
         queue.backend()
     );
-    let regs: Vec<_> = queue
-        .add_all((0..n as u64).map(User::new))?
+    let regs = queue
+        .add_all((0..n as u64).map(User::new))
         .into_iter()
-        .filter_map(|a| a.registration())
-        .collect();
+        .collect::<Result<Vec<_>, _>>()?;
     assert_eq!(regs.len(), n, "every user event registers");
 
     let ring = queue.shared_ring()?;

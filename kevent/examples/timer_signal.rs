@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use kevent::{EventKind, Events, Queue, Signal, Timer};
+use kevent::{EventKind, Events, Queue, Signal, Signo, Timer};
 
 const TICK: u64 = 1;
 const USR1: u64 = 2;
@@ -20,10 +20,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let queue = Queue::new()?;
     println!("timer_signal: {} backend", queue.backend());
     let period = Duration::from_millis(20);
-    let _timer = queue.add(Timer::new(period).cookie(TICK))?.registration();
-    let _signal = queue
-        .add(Signal::new(libc::SIGUSR1).nomask().cookie(USR1))?
-        .registration();
+    let _timer = queue.add(Timer::new(period).token(TICK))?;
+    let _signal = queue.add(Signal::new(Signo::USR1).nomask().token(USR1))?;
 
     let start = Instant::now();
     let (mut ticks, mut signals, mut sent) = (0u32, 0u32, 0u32);
@@ -32,7 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if start.elapsed() > Duration::from_secs(10) {
             return Err(format!("timed out: {ticks} ticks, {signals} signals").into());
         }
-        queue.get_events(&mut events, 1, Duration::from_secs(1))?;
+        queue.wait(&mut events, Duration::from_secs(1))?;
         for event in &events {
             match event.kind() {
                 EventKind::Timer {
@@ -51,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 EventKind::Signal { signo, count, .. } => {
                     signals += count;
-                    println!("signal {signo} x{count}");
+                    println!("signal {signo:?} x{count}");
                 }
                 other => println!("unexpected {other:?}"),
             }

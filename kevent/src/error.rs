@@ -1,9 +1,10 @@
 //! [`Error`]: what a call of this crate returns when the call itself fails.
 //!
-//! Per-entry failures of an ADD (a bad fd, a duplicate key) are *not* errors: they are data,
-//! [`Added::Failed`](crate::Added::Failed), exactly as the ABI writes them back. An [`Error`]
-//! means the whole call failed; it always names the [`Op`] and carries the OS error as its
-//! [`source`](std::error::Error::source).
+//! The one error type of the crate. A refused ADD is an [`AddError`](crate::AddError), which
+//! holds an [`Error`] (and hands the fd holder back) and converts into one with `?`. An
+//! [`Error`] always names the [`Op`] and carries the OS error as its
+//! [`source`](std::error::Error::source); [`Error::errno`] gives it as an
+//! [`Errno`](crate::Errno).
 
 use core::fmt;
 use std::io;
@@ -48,6 +49,9 @@ pub enum Op {
     TimerGettime,
     /// `timer_delete`.
     TimerDelete,
+    /// Registering the queue fd with an async runtime's reactor, or waiting for it to be
+    /// readable (the `tokio` and `async-io` features).
+    Reactor,
 }
 
 impl Op {
@@ -70,6 +74,7 @@ impl Op {
             Op::TimerSettime => "timer_settime",
             Op::TimerGettime => "timer_gettime",
             Op::TimerDelete => "timer_delete",
+            Op::Reactor => "async reactor",
         }
     }
 }
@@ -138,6 +143,12 @@ impl Error {
         }
     }
 
+    /// An `io::Error` from outside the ABI (an async runtime's reactor).
+    #[cfg(any(feature = "tokio", feature = "async-io"))]
+    pub(crate) fn io(op: Op, source: io::Error) -> Error {
+        Error::Os { op, source }
+    }
+
     /// A condition found by this crate, with the error number the ABI uses for it.
     pub(crate) fn invalid(op: Op, errno: Errno) -> Error {
         Error::Invalid {
@@ -151,6 +162,21 @@ impl Error {
         Error::Unavailable {
             op,
             source: io::Error::new(io::ErrorKind::Unsupported, e),
+        }
+    }
+
+    /// The same error again (an `io::Error` is not `Clone`): for the entries of a batch
+    /// that all failed with one call.
+    pub(crate) fn duplicate(&self) -> Error {
+        let source = match self.raw_os_error() {
+            Some(n) => io::Error::from_raw_os_error(n),
+            None => io::Error::new(self.kind(), self.io_error().to_string()),
+        };
+        let op = self.op();
+        match self {
+            Error::Os { .. } => Error::Os { op, source },
+            Error::Unavailable { .. } => Error::Unavailable { op, source },
+            Error::Invalid { .. } => Error::Invalid { op, source },
         }
     }
 

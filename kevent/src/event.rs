@@ -1,78 +1,17 @@
 //! Delivered events: [`Event`] (one `ukevent`, decoded on demand), [`EventKind`] (the typed
 //! view), [`Key`] (what names a kevent) and [`Events`] (a reusable buffer for
-//! [`Queue::get_events`](crate::Queue::get_events)).
+//! [`Queue::wait`](crate::Queue::wait)).
 
 use core::fmt;
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use kevent_sys::{self as sys, Errno, kevent_id, ukevent};
+pub use kevent_sys::Key;
+use kevent_sys::{self as sys, Errno, ukevent};
 
 use crate::flags::{InodeEvents, PollEvents, ReqFlags, RetFlags, SocketEvents};
-
-/// What names a kevent in its queue: its type and its id (**D3**: the type is part of the
-/// key). REMOVE, MODIFY and READY look kevents up by key.
-///
-/// ```
-/// use kevent::Key;
-/// let k = Key::user(42);
-/// assert_eq!(k.id(), 42);
-/// assert_eq!(format!("{k:?}"), "Key(UNOTIFY, 42)");
-/// ```
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Key {
-    type_: u32,
-    id: u64,
-}
-
-impl Key {
-    /// A key from the raw type (`KEVENT_*`) and id (`raw_u64`).
-    pub const fn from_raw(type_: u32, id: u64) -> Key {
-        Key { type_, id }
-    }
-
-    /// The key of a user event (`KEVENT_UNOTIFY`) with this id.
-    pub const fn user(id: u64) -> Key {
-        Key::from_raw(sys::KEVENT_UNOTIFY, id)
-    }
-
-    /// The key of a signal kevent (`KEVENT_SIGNAL`); `nomask` is part of the id.
-    pub const fn signal(signo: i32, nomask: bool) -> Key {
-        Key::from_raw(
-            sys::KEVENT_SIGNAL,
-            sys::kevent_id::signal(signo, nomask).as_u64(),
-        )
-    }
-
-    /// The raw type (`KEVENT_SOCKET`, …).
-    pub const fn type_(&self) -> u32 {
-        self.type_
-    }
-
-    /// The raw id (`raw_u64`).
-    pub const fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// A ukevent naming this key (for REMOVE and READY).
-    pub(crate) fn to_ukevent(self) -> ukevent {
-        ukevent::new(self.type_, kevent_id::from_u64(self.id), 0, 0)
-    }
-
-    pub(crate) fn of(uk: &ukevent) -> Key {
-        Key::from_raw(uk.type_, uk.id.as_u64())
-    }
-}
-
-impl fmt::Debug for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match sys::type_name(self.type_) {
-            Some(n) => write!(f, "Key({n}, {})", self.id),
-            None => write!(f, "Key({}, {})", self.type_, self.id),
-        }
-    }
-}
+use crate::source::Signo;
 
 /// One delivered event (or one entry an ADD wrote back): a `ukevent`, decoded on demand.
 ///
@@ -94,7 +33,7 @@ impl fmt::Debug for Key {
 /// let ev = Event::from_raw(uk);
 /// assert_eq!(
 ///     format!("{ev:?}"),
-///     "Event { kind: Socket { fd: 7, ready: RECV }, flags: ONESHOT, ret: DONE, cookie: 0x0 }"
+///     "Event { kind: Socket { fd: 7, ready: RECV }, flags: ONESHOT, ret: DONE, token: 0x0 }"
 /// );
 /// ```
 #[derive(Clone, Copy)]
@@ -138,14 +77,14 @@ pub enum EventKind {
     },
     /// `KEVENT_SIGNAL`: `signo` was delivered `count` times since the last delivery (**D8**).
     Signal {
-        /// The signal number.
-        signo: i32,
+        /// The signal.
+        signo: Signo,
         /// Whether the kevent was registered with NOMASK.
         nomask: bool,
         /// Deliveries since the last report (`ret_data[0]`).
         count: u32,
     },
-    /// `KEVENT_POSIX_TIMER`: a POSIX timer made with `SIGEV_KEVENT` expired; the cookie is
+    /// `KEVENT_POSIX_TIMER`: a POSIX timer made with `SIGEV_KEVENT` expired; the token is
     /// its `sigev_value`.
     PosixTimer {
         /// The timer's id in this backend.
@@ -175,7 +114,7 @@ pub enum EventKind {
     /// A type this crate does not know.
     Other {
         /// The raw type.
-        type_: u32,
+        raw_type: u32,
         /// The raw id.
         id: u64,
     },
@@ -202,8 +141,9 @@ impl Event {
         Key::of(&self.0)
     }
 
-    /// The caller's cookie, returned untouched.
-    pub const fn cookie(&self) -> u64 {
+    /// The caller's token (the ABI's `cookie`), returned untouched.
+    #[doc(alias = "cookie")]
+    pub const fn token(&self) -> u64 {
         self.0.cookie()
     }
 
@@ -279,7 +219,7 @@ impl Event {
             sys::KEVENT_SIGNAL => {
                 let (signo, nomask) = uk.id.signal_parts();
                 EventKind::Signal {
-                    signo,
+                    signo: Signo::from_raw(signo),
                     nomask,
                     count: r0,
                 }
@@ -298,7 +238,7 @@ impl Event {
                 bytes: u64::from(r0) | (u64::from(r1) << 32),
             },
             other => EventKind::Other {
-                type_: other,
+                raw_type: other,
                 id: uk.id.as_u64(),
             },
         }
@@ -314,13 +254,13 @@ impl fmt::Debug for Event {
         if let Some(e) = self.error() {
             d.field("error", &e);
         }
-        d.field("cookie", &format_args!("{:#x}", self.cookie()));
+        d.field("token", &format_args!("{:#x}", self.token()));
         d.finish()
     }
 }
 
 impl PartialEq for Event {
-    /// Byte-wise equality of the two ukevents (the cookie included).
+    /// Byte-wise equality of the two ukevents (the token included).
     fn eq(&self, other: &Event) -> bool {
         let (a, b) = (&self.0, &other.0);
         a.id.as_u64() == b.id.as_u64()
@@ -347,7 +287,7 @@ impl AsRef<ukevent> for Event {
     }
 }
 
-/// A reusable buffer for [`Queue::get_events`](crate::Queue::get_events).
+/// A reusable buffer for [`Queue::wait`](crate::Queue::wait).
 ///
 /// Its capacity is the `max_nr` of each call; the events of the last call are what
 /// [`Events::iter`] yields. Allocated once, reused by every call (mio's `Events`).
@@ -465,7 +405,7 @@ mod tests {
     use super::*;
 
     fn ev(type_: u32, id: [u32; 2], ret: u32, data: [u32; 2]) -> Event {
-        let mut uk = ukevent::new(type_, kevent_id::from_raw(id), 0, 0);
+        let mut uk = ukevent::new(type_, sys::kevent_id::from_raw(id), 0, 0);
         uk.ret_flags = ret;
         uk.ret_data = data;
         Event(uk)
@@ -503,7 +443,7 @@ mod tests {
         assert_eq!(
             s,
             EventKind::Signal {
-                signo: 10,
+                signo: Signo::from_raw(10),
                 nomask: true,
                 count: 2
             }
@@ -516,7 +456,13 @@ mod tests {
             }
         );
         let o = ev(77, [1, 0], 0, [0, 0]).kind();
-        assert_eq!(o, EventKind::Other { type_: 77, id: 1 });
+        assert_eq!(
+            o,
+            EventKind::Other {
+                raw_type: 77,
+                id: 1
+            }
+        );
         // A timer id that was never valid still decodes without panicking.
         let _ = ev(sys::KEVENT_TIMER, [u32::MAX, u32::MAX], 0, [0, 0]).kind();
     }
@@ -533,7 +479,10 @@ mod tests {
 
     #[test]
     fn key_of_signal_includes_nomask() {
-        assert_ne!(Key::signal(10, true), Key::signal(10, false));
-        assert_eq!(Key::signal(10, false).id(), 10);
+        assert_ne!(
+            Key::signal(Signo::USR1, true),
+            Key::signal(Signo::USR1, false)
+        );
+        assert_eq!(Key::signal(Signo::USR1, false).id(), libc::SIGUSR1 as u64);
     }
 }

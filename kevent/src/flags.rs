@@ -4,6 +4,13 @@
 //! is `KEVENT_REQ_ONESHOT`); their first doc line is the C name, and the C name is a doc alias,
 //! so searching the docs for `KEVENT_REQ_ET` finds [`ReqFlags::ET`]. `Debug` prints the names
 //! (`ONESHOT | ET`), with unknown bits in hex.
+//!
+//! Why not the `bitflags` crate (issue 23 asked): its `Debug` prints its own names in its own
+//! format, while these print from `kevent_sys::names`, the one flag-name table the C
+//! library's and `ukevent`'s `Debug` share (a unit test checks every constant against it);
+//! and it would be a dependency for the ~100 lines of `flag_set!` below, whose API
+//! (`bits`, `from_bits_retain`, `contains`, `|`, …) already follows bitflags 2's names, so a
+//! later switch would not change callers.
 
 use core::fmt;
 use core::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign, Not};
@@ -159,7 +166,8 @@ flag_set! {
     /// delivered. Poll kevents always carry it.
     "KEVENT_REQ_LAST_CHECK" => LAST_CHECK = sys::KEVENT_REQ_LAST_CHECK;
     /// A source that is ready at ADD is registered and queued instead of being returned by
-    /// the add as [`Added::Ready`](crate::Added::Ready).
+    /// the add as [`Added::Ready`](crate::Added::Ready). [`Queue::add`](crate::Queue::add)
+    /// always sets it (decision P30).
     "KEVENT_REQ_ALWAYS_QUEUE" => ALWAYS_QUEUE = sys::KEVENT_REQ_ALWAYS_QUEUE;
     /// Registered and queued as ready as soon as it is added.
     "KEVENT_REQ_READY" => READY = sys::KEVENT_REQ_READY;

@@ -15,7 +15,7 @@
 //!
 //! # 2. Sources
 //!
-//! Register what you want to hear about. Give each registration a cookie: it comes back in
+//! Register what you want to hear about. Give each registration a token (the ABI's `cookie`): it comes back in
 //! every event, so you know which connection or timer an event is about without looking the
 //! fd up.
 //!
@@ -30,22 +30,19 @@
 //! const LISTENER: u64 = 0;
 //! const TICK: u64 = 1;
 //! let accept = queue
-//!     .add(Socket::new(&listener, SocketEvents::ACCEPT).cookie(LISTENER))?
-//!     .registration()
-//!     .expect("no pending connection yet");
+//!     .add(Socket::new(&listener, SocketEvents::ACCEPT).token(LISTENER))?;
 //! let tick = queue
-//!     .add(Timer::new(Duration::from_millis(10)).cookie(TICK))?
-//!     .registration()
-//!     .expect("timers are never ready at ADD");
+//!     .add(Timer::new(Duration::from_millis(10)).token(TICK))?;
 //! # drop((accept, tick));
 //! # Ok(()) }
 //! ```
 //!
-//! A socket that is *already* ready when you add it comes back as
-//! [`Added::Ready`](crate::Added::Ready) and is not registered. For connections you accept
-//! and want to keep watching, add them with
-//! [`ReqFlags::ALWAYS_QUEUE`](crate::ReqFlags::ALWAYS_QUEUE): a ready one is then registered
-//! and its event queued.
+//! `add` returns a `Result`: `Ok` is the registration, and an error hands back the fd
+//! holder with the reason (`?` turns it into [`Error`](crate::Error)). A socket that is
+//! *already* ready when you add it (a connection whose request arrived with it) is
+//! registered and its event queued, so the next wait reports it (decision P30);
+//! [`Queue::add_or_ready`](crate::Queue::add_or_ready) returns it at once instead, as the
+//! ABI does.
 //!
 //! # 3. The loop
 //!
@@ -53,12 +50,12 @@
 //! use std::io::{Read, Write};
 //! use std::net::{TcpListener, TcpStream};
 //! use std::collections::HashMap;
-//! use kevent::{Added, Events, EventKind, Queue, Registration, ReqFlags, Socket, SocketEvents, Timeout};
+//! use kevent::{Events, EventKind, Queue, Registration, Socket, SocketEvents, Timeout};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let queue = Queue::new()?;
 //! let listener = TcpListener::bind("127.0.0.1:0")?;
 //! listener.set_nonblocking(true)?;
-//! let _accept = queue.add(Socket::new(&listener, SocketEvents::ACCEPT).cookie(0))?;
+//! let _accept = queue.add(Socket::new(&listener, SocketEvents::ACCEPT).token(0))?;
 //! // The connections: each registration *owns* its stream.
 //! let mut conns: HashMap<u64, Registration<TcpStream>> = HashMap::new();
 //! let mut next_id = 1;
@@ -69,29 +66,23 @@
 //! let mut events = Events::with_capacity(64);
 //! let mut echoed = false;
 //! while !echoed {
-//!     queue.get_events(&mut events, 1, Timeout::FOREVER)?;
+//!     queue.wait(&mut events, Timeout::FOREVER)?;
 //!     for event in &events {
-//!         match (event.cookie(), event.kind()) {
+//!         match (event.token(), event.kind()) {
 //!             (0, _) => {
 //!                 // Level-triggered: drain the accept queue.
 //!                 while let Ok((stream, _)) = listener.accept() {
 //!                     stream.set_nonblocking(true)?;
 //!                     let id = next_id;
 //!                     next_id += 1;
-//!                     let added = queue.add(
-//!                         Socket::new(stream, SocketEvents::RECV)
-//!                             .flags(ReqFlags::ALWAYS_QUEUE)
-//!                             .cookie(id),
-//!                     )?;
-//!                     if let Added::Registered(reg) = added {
-//!                         conns.insert(id, reg);
-//!                     }
+//!                     let reg = queue.add(Socket::new(stream, SocketEvents::RECV).token(id))?;
+//!                     conns.insert(id, reg);
 //!                 }
 //!             }
 //!             (id, EventKind::Socket { .. }) => {
-//!                 let Some(conn) = conns.get(&id) else { continue };
+//!                 let Some(conn) = conns.get_mut(&id) else { continue };
 //!                 let mut buf = [0; 64];
-//!                 let mut stream: &TcpStream = conn.get_ref();
+//!                 let stream: &mut TcpStream = conn.get_mut();
 //!                 match stream.read(&mut buf) {
 //!                     Ok(0) => { conns.remove(&id); } // EOF: drop = REMOVE, then close
 //!                     Ok(n) => { stream.write_all(&buf[..n])?; echoed = true; }

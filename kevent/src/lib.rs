@@ -19,29 +19,27 @@
 //!
 //! ```
 //! use std::net::{TcpListener, TcpStream};
-//! use kevent::{Added, Events, EventKind, Queue, Socket, SocketEvents, Timeout};
+//! use kevent::{Events, EventKind, Queue, Socket, SocketEvents, Timeout};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let queue = Queue::new()?;
 //! let listener = TcpListener::bind("127.0.0.1:0")?;
-//! let reg = match queue.add(Socket::new(&listener, SocketEvents::ACCEPT).cookie(1))? {
-//!     Added::Registered(reg) => reg,
-//!     other => panic!("nobody connected yet: {other:?}"),
-//! };
+//! let reg = queue.add(Socket::new(&listener, SocketEvents::ACCEPT).token(1))?;
 //! let _client = TcpStream::connect(listener.local_addr()?)?;
 //! let mut events = Events::with_capacity(64);
-//! queue.get_events(&mut events, 1, Timeout::FOREVER)?;
+//! queue.wait(&mut events, Timeout::FOREVER)?;
 //! for event in &events {
-//!     assert_eq!(event.cookie(), 1);
+//!     assert_eq!(event.token(), 1);
 //!     assert!(matches!(event.kind(), EventKind::Socket { ready: SocketEvents::ACCEPT, .. }));
 //! }
 //! drop(reg); // REMOVE
 //! # Ok(()) }
 //! ```
 //!
-//! **Adding** returns what the ABI says about the entry, as a value ([`Added`]): registered
-//! (a [`Registration`]), *ready at once* (the source was already ready: it is returned, and
-//! **not** registered, unless you ask for [`ReqFlags::ALWAYS_QUEUE`]), or failed (a bad fd,
-//! a duplicate key) with its `io::Error`. An `Err` means the call itself failed.
+//! **Adding** returns a `Result`: `Ok` is a [`Registration`]; an [`AddError`] says why the
+//! entry was refused (a bad fd, a duplicate key: [`Error`], with its [`Errno`]) and hands the
+//! fd holder back, so nothing you pass is lost; `?` turns it into [`Error`]. A source that
+//! is ready at once is registered and its event queued (decision P30);
+//! [`Queue::add_or_ready`] keeps the ABI's "returned at once, not registered" ([`Added`]).
 //!
 //! **A registration holds its fd.** Builders take the fd *holder*: a reference (`&stream`)
 //! keeps the stream borrowed while registered, an owned stream is owned by the registration.
@@ -49,8 +47,8 @@
 //! reuses the number can never be reported (**D10**). Dropping the registration unregisters
 //! the kevent (REMOVE) first, then drops the holder. See [`Registration`].
 //!
-//! **Events** come back from [`Queue::get_events`] into a reusable [`Events`] buffer (or from
-//! the ring, below). Each [`Event`] carries your cookie and decodes into an [`EventKind`]: which
+//! **Events** come back from [`Queue::wait`] into a reusable [`Events`] buffer (or from
+//! the ring, below). Each [`Event`] carries your token and decodes into an [`EventKind`]: which
 //! readiness of which socket, how many timer expirations, which signal, … A failed source is
 //! *BROKEN* ([`Event::error`] gives the `io::Error`) and unregistered.
 //!
@@ -68,12 +66,21 @@
 //! consumed by the delivery that reports it, and occurrences that pile up before a delivery
 //! are coalesced into one event with a count (**D8**).
 //!
+//! # Deadlines
+//!
+//! A TIMER kevent is named by its interval, so a queue holds one timer per interval.
+//! [`Timers`] multiplexes any number of deadlines (a per-connection idle timeout, all the
+//! same duration) over one TIMER kevent; moving a deadline later costs no system call
+//! (**P31**).
+//!
 //! # Waiting
 //!
 //! Every wait takes a [`Timeout`]: [`Timeout::NOW`] (do not block), a relative `Duration`,
-//! an absolute `SystemTime`, or [`Timeout::FOREVER`]. [`Queue::get_events`] also takes a
-//! minimum count: it returns once that many events are ready (**D4**). [`Queue::wake`] makes
-//! every waiter return at once. A queue built [`nonblocking`](Builder::nonblocking) never
+//! an `Instant` deadline, an absolute `SystemTime`, or [`Timeout::FOREVER`].
+//! [`Queue::wait`] returns once an event is ready; [`Queue::wait_at_least`] once `min` are
+//! (**D4**). [`Queue::wake`] makes
+//! every thread waiting at that moment return at once; with nobody waiting, only the next
+//! wait returns at once (**P7**). A queue built [`nonblocking`](Builder::nonblocking) never
 //! blocks.
 //!
 //! # The ring and commits
@@ -87,7 +94,7 @@
 //! use kevent::{Key, Queue, Timeout, User};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let queue = Queue::builder().ring_size(64).build()?;
-//! let _user = queue.add(User::new(1))?.registration();
+//! let _user = queue.add(User::new(1))?;
 //! queue.ready(&[Key::user(1)])?;
 //! let mut ring = queue.ring()?;
 //! let snapshot = ring.wait(Timeout::FOREVER)?;
@@ -100,46 +107,85 @@
 //! # Threads
 //!
 //! [`Queue`] is `Send + Sync`: any thread may add, remove, mark ready and wait, at the same
-//! time. Each ready kevent is delivered to one waiter (all of them with
-//! [`ReqFlags::WAKEUP_ALL`]), never twice. [`SharedRing`] lets several threads consume one
+//! time. Each ready kevent is delivered once, to one waiter, never twice. Its notification
+//! wakes one waiting thread; with [`ReqFlags::WAKEUP_ALL`] it wakes every waiting thread,
+//! one of which gets the event while the others return with whatever else is ready
+//! (possibly nothing). [`SharedRing`] lets several threads consume one
 //! ring: each claims a [`Batch`] of entries, and a commit happens only over a prefix every
 //! thread has finished, because a commit releases every slot before it (**D13**).
 //!
 //! # Async runtimes
 //!
-//! The queue fd is readable while events are ready, so a runtime can watch it through
-//! [`AsFd`](std::os::fd::AsFd) (`tokio::io::unix::AsyncFd`, `async-io`): await readability,
-//! then `get_events` with [`Timeout::NOW`]. See `examples/async_tokio.rs`.
+//! The queue fd is readable while events are ready. Two adapters, each behind its cargo
+//! feature, register it with a runtime's reactor and hand out events with no `unsafe` and no
+//! readiness protocol to get right: `kevent::tokio::AsyncQueue` (feature `tokio`) and
+//! `kevent::async_io::AsyncQueue` (feature `async-io`, for smol and async-std). Their `next()` is
+//! cancellation-safe. See `examples/async_tokio.rs` (tokio sockets next to kevent timers,
+//! signals and directory events) and `examples/async_smol.rs`.
 //!
 //! # What this crate leaves out
 //!
 //! Kernel AIO (`KEVENT_AIO`, created by `aio_sendfile`) has no builder; its events decode
 //! as [`EventKind::Aio`]. NAIO does not exist (ADD answers `ENOSYS`). The normative contract
-//! is the project's `kevent-abi.md`; the [`guide`] walks through a first event loop.
+//! is the project's `kevent-abi.md`; the rule numbers these docs cite (**D7**, **P30**) are
+//! summarised in [`rules`]. The [`guide`] walks through a first event loop.
+//!
+//! # The fallback's costs
+//!
+//! On a stock kernel the fallback engine runs the queue in user space. Two things differ
+//! from a kevent kernel and are worth knowing: signal kevents are fed by a process-wide
+//! handler, which a handler installed later (`sigaction`, `tokio::signal`, `ctrlc`,
+//! `signal-hook`) replaces (see [`Signal`]); and an idle waiter wakes periodically to notice
+//! that its queue fd was closed (the engine's docs give the period).
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![doc(test(attr(deny(warnings))))]
 
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "kevent: the kevent ABI exists on Linux only (a kevent kernel, or the fallback engine over epoll, timerfd, eventfd and inotify)"
+);
+
 mod error;
 mod event;
 mod flags;
 pub mod guide;
+mod keys;
 mod posix_timer;
 mod queue;
 mod registration;
 mod ring;
+pub mod rules;
+#[cfg(any(feature = "tokio", feature = "async-io"))]
+mod runtime;
 pub mod source;
 mod timeout;
+mod timers;
 
 pub use error::{Error, Op, Result};
 pub use event::{Event, EventKind, Events, Iter, Key};
 pub use flags::{InodeEvents, PollEvents, ReqFlags, RetFlags, SocketEvents};
 pub use kevent_backend::{Backend, BackendError};
+pub use kevent_sys::Errno;
 pub use kevent_sys::detect::Unavailable;
 pub use posix_timer::{Clock, PosixTimer};
-pub use queue::{Builder, Queue, ReadyOutcome};
-pub use registration::{Added, Modify, Registration};
+pub use queue::{AddResult, Builder, Queue, ReadyOutcome};
+pub use registration::{AddError, Added, Modify, Registration};
 pub use ring::{Batch, MAX_RING_SIZE, RingConsumer, SharedRing, Snapshot};
-pub use source::{Inode, NoFd, Pipe, Poll, Signal, Socket, Timer, User};
+pub use source::{Inode, NoFd, Pipe, Pollable, Signal, Signo, Socket, Timer, User};
 pub use timeout::{FOREVER_SECS, Timeout};
+pub use timers::{DEFAULT_RESOLUTION, TimerId, Timers};
+
+/// The tokio adapter (feature `tokio`): [`tokio::AsyncQueue`].
+#[cfg(feature = "tokio")]
+pub mod tokio {
+    pub use crate::runtime::tokio::AsyncQueue;
+}
+
+/// The `async-io` adapter for smol and async-std (feature `async-io`):
+/// [`async_io::AsyncQueue`].
+#[cfg(feature = "async-io")]
+pub mod async_io {
+    pub use crate::runtime::async_io::AsyncQueue;
+}

@@ -33,7 +33,7 @@ impl Clock {
 }
 
 /// A POSIX timer (`timer_create` with `SIGEV_KEVENT`) that reports its expiries to a queue
-/// as [`EventKind::PosixTimer`](crate::EventKind::PosixTimer) events carrying `cookie`.
+/// as [`EventKind::PosixTimer`](crate::EventKind::PosixTimer) events carrying `token`.
 ///
 /// Created disarmed; [`arm`](PosixTimer::arm) it. Interval timers keep firing (**D9**);
 /// expiries before a delivery are counted. Dropping it deletes the timer (`timer_delete`):
@@ -55,9 +55,9 @@ impl Clock {
 /// let timer = PosixTimer::new(&queue, Clock::Monotonic, 0xfeed)?;
 /// timer.arm(Duration::from_millis(2), None)?;
 /// let mut events = Events::with_capacity(4);
-/// queue.get_events(&mut events, 1, Timeout::FOREVER)?;
+/// queue.wait(&mut events, Timeout::FOREVER)?;
 /// let ev = events.get(0).unwrap();
-/// assert_eq!(ev.cookie(), 0xfeed);
+/// assert_eq!(ev.token(), 0xfeed);
 /// assert!(matches!(ev.kind(), EventKind::PosixTimer { expirations: 1, .. }));
 /// # Ok(()) }
 /// ```
@@ -82,21 +82,22 @@ fn to_duration(t: &libc::timespec) -> Duration {
 }
 
 impl PosixTimer {
-    /// `timer_create(clock, {SIGEV_KEVENT, queue fd, cookie})`—Creates a disarmed timer
-    /// whose expiries go to `queue` with `cookie` (the sigevent's `sival_ptr`).
+    /// `timer_create(clock, {SIGEV_KEVENT, queue fd, token})`—Creates a disarmed timer
+    /// whose expiries go to `queue` with `token` as the events' token (the sigevent's
+    /// `sival_ptr`).
     ///
     /// # Errors
     ///
     /// [`Op::TimerCreate`]: `EINVAL` for a clock the backend does not support, `EBADF`/
     /// `EINVAL` for a queue fd that is not a queue; `EAGAIN`/`ENOMEM` for resource limits.
-    pub fn new(queue: &Queue, clock: Clock, cookie: u64) -> Result<PosixTimer> {
+    pub fn new(queue: &Queue, clock: Clock, token: u64) -> Result<PosixTimer> {
         let backend = queue.backend();
         // The queue fd travels in the first int of `_sigev_un` (spec section 2).
         let mut sev = kevent_backend::zeroed_sigevent();
         sev.sigev_notify = SIGEV_KEVENT as libc::c_int;
         sev.sigev_notify_thread_id = queue.as_raw_fd();
         sev.sigev_value = libc::sigval {
-            sival_ptr: std::ptr::without_provenance_mut(cookie as usize),
+            sival_ptr: std::ptr::without_provenance_mut(token as usize),
         };
         let id = backend
             .timer_create(clock.raw(), &sev)

@@ -1,62 +1,31 @@
 //! [`Queue`] and its [`Builder`].
 
-use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use kevent_sys::{
-    Errno, KEVENT_CTL_ADD, KEVENT_CTL_READY, KEVENT_CTL_REMOVE, KEVENT_RET_BROKEN, ukevent,
-};
+use kevent_sys::{Errno, KEVENT_CTL_ADD, KEVENT_CTL_READY, KEVENT_REQ_ALWAYS_QUEUE, ukevent};
 
 use crate::error::{Error, Op, Result};
 use crate::event::{Event, Events, Key};
-use crate::registration::{Added, Guard, Registration};
+use crate::keys::{Keys, Shard};
+use crate::registration::{AddError, Added, Guard, Registration};
 use crate::ring::{RingConsumer, RingMem, SharedRing};
 use crate::source::{Kevent, Source};
 use crate::timeout::Timeout;
 use kevent_backend::Backend;
 
-/// Which [`Registration`] currently owns each key (see [`Registration`]'s docs on keys).
-#[derive(Debug, Default)]
-pub(crate) struct Keys {
-    owner: HashMap<Key, u64>,
-    next_gen: u64,
-}
-
-impl Keys {
-    /// Records a new registration of `key`; returns its generation (never 0).
-    fn register(&mut self, key: Key) -> u64 {
-        self.next_gen = self.next_gen.wrapping_add(1).max(1);
-        self.owner.insert(key, self.next_gen);
-        self.next_gen
-    }
-
-    /// Whether the registration `gen` of `key` is the current one.
-    pub(crate) fn owns(&self, key: Key, generation: u64) -> bool {
-        generation != 0 && self.owner.get(&key) == Some(&generation)
-    }
-
-    /// Forgets the current registration of `key` if it is `gen`.
-    pub(crate) fn release(&mut self, key: Key, generation: u64) -> bool {
-        if self.owns(key, generation) {
-            self.owner.remove(&key);
-            true
-        } else {
-            false
-        }
-    }
-}
-
 /// What a queue shares with its registrations.
 #[derive(Debug)]
 pub(crate) struct Inner {
-    // Field order is drop order: the fd is closed *before* the ring memory is released, as
-    // `kevent_init`'s contract requires (the engine may write the ring until then).
+    // Field order is drop order: the key owners first (their drop removes the SIGNAL kevents
+    // while the fd is open, P17), then the fd is closed *before* the ring memory is
+    // released, as `kevent_init`'s contract requires (the engine may write the ring until
+    // then).
+    pub(crate) keys: Keys,
     pub(crate) fd: OwnedFd,
     pub(crate) ring: Option<RingMem>,
     pub(crate) backend: Backend,
-    pub(crate) keys: Mutex<Keys>,
     /// Whether a ring consumer (single or shared) exists.
     consumer: AtomicBool,
     /// The ring's consumer index (absolute) while no consumer exists.
@@ -64,12 +33,6 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    pub(crate) fn lock_keys(&self) -> MutexGuard<'_, Keys> {
-        // The map is updated only after a successful ctl; a panic elsewhere cannot leave it
-        // half-written.
-        self.keys.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// `kevent_ctl` on this queue. The count it returns means what the command defines:
     /// for REMOVE and MODIFY it is always 0 (**D14**), and each entry's result (found or
     /// `-ENOENT`, `-EINVAL`, …) is read back from the entry, never derived from the count.
@@ -77,27 +40,6 @@ impl Inner {
         self.backend
             .ctl(self.fd.as_raw_fd(), cmd, entries)
             .map_err(|e| Error::os(op, e))
-    }
-}
-
-impl Drop for Inner {
-    /// Removes the queue's SIGNAL kevents before the fd closes. A kevent kernel releases
-    /// everything at the close itself, but the fallback engine cannot see a `close()` and
-    /// would keep the signal routed (and a NOMASK signal swallowed) until it notices
-    /// (decision P17 in `docs/decisions.md`).
-    fn drop(&mut self) {
-        let keys = self.keys.get_mut().unwrap_or_else(|p| p.into_inner());
-        let mut signals: Vec<ukevent> = keys
-            .owner
-            .keys()
-            .filter(|k| k.type_() == kevent_sys::KEVENT_SIGNAL)
-            .map(|k| k.to_ukevent())
-            .collect();
-        if !signals.is_empty() {
-            let _ = self
-                .backend
-                .ctl(self.fd.as_raw_fd(), KEVENT_CTL_REMOVE, &mut signals);
-        }
     }
 }
 
@@ -110,16 +52,16 @@ impl Drop for Inner {
 ///
 /// The fd is pollable (readable while events are ready, or after a [`Queue::wake`]), so a
 /// queue can sit inside epoll, an async runtime (`AsFd`), or another queue
-/// ([`Poll`](crate::Poll)).
+/// ([`Pollable`](crate::Pollable)).
 ///
 /// ```
 /// use kevent::{Events, Queue, Timeout, User, Key};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let queue = Queue::new()?;
-/// let _u = queue.add(User::new(5))?.registration();
+/// let _u = queue.add(User::new(5))?;
 /// queue.ready(&[Key::user(5)])?;
 /// let mut events = Events::with_capacity(16);
-/// let n = queue.get_events(&mut events, 1, Timeout::FOREVER)?;
+/// let n = queue.wait(&mut events, Timeout::FOREVER)?;
 /// assert_eq!(n, 1);
 /// # Ok(()) }
 /// ```
@@ -192,10 +134,10 @@ impl Builder {
         let fd = crate::ring::init(&backend, ring.as_ref()).map_err(|e| Error::os(Op::Init, e))?;
         let queue = Queue {
             inner: Arc::new(Inner {
+                keys: Keys::new(backend, fd.as_raw_fd()),
                 fd,
                 ring,
                 backend,
-                keys: Mutex::new(Keys::default()),
                 consumer: AtomicBool::new(false),
                 cursor: Mutex::new(0),
             }),
@@ -206,6 +148,10 @@ impl Builder {
         Ok(queue)
     }
 }
+
+/// What [`Queue::add`] returns (one per input for [`Queue::add_all`]): the registration, or
+/// the error with the fd holder handed back.
+pub type AddResult<F> = std::result::Result<Registration<F>, AddError<F>>;
 
 /// What [`Queue::ready`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,132 +204,242 @@ impl Queue {
     /// `kevent_ctl(KEVENT_CTL_ADD)`—Registers one kevent, described by a builder
     /// ([`Socket`](crate::Socket), [`Timer`](crate::Timer), [`User`](crate::User), …).
     ///
-    /// The result is what the ABI says about the entry, as a value:
+    /// `Ok` is a [`Registration`]: it holds the source's fd and removes the kevent when
+    /// dropped. A source that is ready at once is registered *and queued*, so its event comes
+    /// from the next wait, as with epoll: this adds
+    /// [`ReqFlags::ALWAYS_QUEUE`](crate::ReqFlags::ALWAYS_QUEUE) (decision P30;
+    /// [`Queue::add_or_ready`] keeps the ABI's "returned at once, not registered" instead).
     ///
-    /// * [`Added::Registered`]: a [`Registration`] that holds the source's fd and removes the
-    ///   kevent when dropped.
-    /// * [`Added::Ready`]: the source was ready at once, so it was returned and **not**
-    ///   registered (spec section 3); add it with
-    ///   [`ReqFlags::ALWAYS_QUEUE`](crate::ReqFlags::ALWAYS_QUEUE) to have it registered and
-    ///   queued instead.
-    /// * [`Added::Failed`]: the entry was refused: `EEXIST` (the key is registered), `EBADF`,
-    ///   `EINVAL` (an fd of the wrong kind, a zero or too long timer interval, an uncatchable
-    ///   signal, a non-directory), `ENOSYS` (a type ADD does not create, **D2**).
+    /// No system call allocates, and the only lock held across it is the one of the key's
+    /// shard (1/64 of the keys): threads adding different kevents do not serialise.
     ///
     /// # Errors
     ///
-    /// [`Op::Add`] only when the call itself fails (`EBADF`/`EINVAL`: the queue fd is not a
-    /// queue, spec section 3); per-entry failures are [`Added::Failed`].
-    pub fn add<S: Source>(&self, source: S) -> Result<Added<S::Fd>> {
-        let mut out = self.add_all(std::iter::once(source))?;
-        match out.pop() {
-            Some(a) => Ok(a),
-            // `add_all` returns one outcome per input.
-            None => Err(Error::invalid(Op::Add, Errno::EIO)),
+    /// An [`AddError`] that hands back the fd holder with the error: [`Op::Add`] with
+    /// `EEXIST` (the key is registered), `EBADF`, `EINVAL` (an fd of the wrong kind, a zero
+    /// or too long timer interval, an uncatchable signal, a non-directory), `ENOSYS` (a type
+    /// ADD does not create, **D2**), or the call's own error (`EBADF`/`EINVAL`: the queue fd
+    /// is not a queue). `?` converts it into [`Error`].
+    pub fn add<S: Source>(&self, source: S) -> AddResult<S::Fd> {
+        let mut k = source.into_kevent();
+        k.uk.req_flags |= KEVENT_REQ_ALWAYS_QUEUE;
+        match self.add_one(k)? {
+            Added::Registered(r) => Ok(r),
+            // ALWAYS_QUEUE registers a ready source; an engine that returns it anyway is
+            // wrong, and the source is still handed back.
+            Added::Ready { event, fd } => Err(AddError::new(
+                Error::invalid(Op::Add, Errno::EIO),
+                Some(event),
+                fd,
+            )),
         }
     }
 
-    /// `kevent_ctl(KEVENT_CTL_ADD)`—Registers several kevents with as few calls as possible;
-    /// one [`Added`] per input, in order.
+    /// `kevent_ctl(KEVENT_CTL_ADD)`—Registers one kevent with the ABI's own rule for a
+    /// source that is ready at once: it is returned ([`Added::Ready`], with its event and
+    /// the fd holder) and **not** registered (spec section 3), saving a wait. Request flags
+    /// are sent as given.
     ///
-    /// Entries that repeat a key of the same batch go to a later call, so that each outcome
-    /// is exact (the second one then fails with `EEXIST` unless the first was not
-    /// registered).
+    /// ```
+    /// use kevent::{Added, Pipe, Queue, SocketEvents};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let queue = Queue::new()?;
+    /// let (reader, writer) = std::io::pipe()?;
+    /// // The write end has room: ready at once, so it comes back instead of being registered.
+    /// let added = queue.add_or_ready(Pipe::new(&writer, SocketEvents::SEND))?;
+    /// assert!(matches!(added, Added::Ready { .. }));
+    /// // Nothing to read: registered.
+    /// assert!(queue.add_or_ready(Pipe::new(&reader, SocketEvents::RECV))?.is_registered());
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
-    /// As [`Queue::add`]. On an error, kevents registered by earlier calls of the batch are
-    /// removed again.
-    pub fn add_all<S, I>(&self, sources: I) -> Result<Vec<Added<S::Fd>>>
+    /// As [`Queue::add`].
+    pub fn add_or_ready<S: Source>(
+        &self,
+        source: S,
+    ) -> std::result::Result<Added<S::Fd>, AddError<S::Fd>> {
+        self.add_one(source.into_kevent())
+    }
+
+    fn add_one<F>(&self, k: Kevent<F>) -> std::result::Result<Added<F>, AddError<F>> {
+        if let Some(e) = k.invalid {
+            return Err(AddError::refused(k, e));
+        }
+        let key = k.key();
+        let mut entry = [k.uk];
+        let mut shard = self.inner.keys.lock(key);
+        let written = match self.inner.ctl(Op::Add, KEVENT_CTL_ADD, &mut entry) {
+            Ok(n) => n,
+            Err(e) => {
+                drop(shard);
+                return Err(AddError::new(e, None, k.fd));
+            }
+        };
+        if written == 0 {
+            let generation = self.inner.keys.next_generation();
+            shard.register(key, generation);
+            drop(shard);
+            let guard = Guard::new(self.downgrade(), k.uk, generation);
+            return Ok(Added::Registered(Registration::new(guard, k.fd)));
+        }
+        drop(shard);
+        Self::written_back(entry[0], k.fd)
+    }
+
+    /// The outcome of an entry ADD wrote back: failed (`RET_BROKEN`) or ready at once.
+    fn written_back<F>(back: ukevent, fd: F) -> std::result::Result<Added<F>, AddError<F>> {
+        let event = Event::from_raw(back);
+        if event.is_broken() {
+            let e = Errno::from_negated(back.ret_data[1]).unwrap_or(Errno::EIO);
+            Err(AddError::new(Error::os(Op::Add, e), Some(event), fd))
+        } else {
+            Ok(Added::Ready { event, fd })
+        }
+    }
+
+    /// `kevent_ctl(KEVENT_CTL_ADD)`—Registers several kevents with as few calls as possible,
+    /// as [`Queue::add`] does each (ALWAYS_QUEUE added); one outcome per input, in order.
+    ///
+    /// Entries that repeat a key of the same batch go to a later call, so that each outcome
+    /// is exact (the second one then fails with `EEXIST`). If a call itself fails, its
+    /// entries and every later one come back as [`AddError`]s with that error; kevents
+    /// registered by earlier calls stay registered. Nothing is dropped.
+    pub fn add_all<S, I>(&self, sources: I) -> Vec<AddResult<S::Fd>>
     where
         S: Source,
         I: IntoIterator<Item = S>,
     {
-        let mut pending: Vec<Option<Kevent<S::Fd>>> =
-            sources.into_iter().map(|s| Some(s.into_kevent())).collect();
-        let mut outcomes: Vec<Option<Added<S::Fd>>> = Vec::with_capacity(pending.len());
+        let mut pending: Vec<Option<Kevent<S::Fd>>> = sources
+            .into_iter()
+            .map(|s| {
+                let mut k = s.into_kevent();
+                k.uk.req_flags |= KEVENT_REQ_ALWAYS_QUEUE;
+                Some(k)
+            })
+            .collect();
+        let mut outcomes = Vec::with_capacity(pending.len());
         outcomes.resize_with(pending.len(), || None);
-        let result = {
-            let mut keys = self.inner.lock_keys();
-            self.add_locked(&mut keys, &mut pending, &mut outcomes)
-        };
-        // Outcomes are dropped (registrations removed) only after the key lock is released.
-        result?;
-        Ok(outcomes.into_iter().flatten().collect())
-    }
-
-    fn add_locked<F>(
-        &self,
-        keys: &mut Keys,
-        pending: &mut [Option<Kevent<F>>],
-        outcomes: &mut [Option<Added<F>>],
-    ) -> Result<()> {
         let mut start = 0;
+        let mut failed: Option<Error> = None;
         while start < pending.len() {
-            // One call's worth: consecutive entries with distinct keys. Entries the ABI cannot
-            // express fail here without being sent.
-            let mut chunk: Vec<usize> = Vec::new();
-            let mut seen = std::collections::HashSet::new();
-            let mut end = start;
-            while end < pending.len() {
-                let Some(k) = pending[end].as_ref() else {
-                    end += 1;
-                    continue;
-                };
-                if let Some(e) = k.invalid {
-                    if let Some(k) = pending[end].take() {
-                        outcomes[end] = Some(Added::failed(k, e));
-                    }
-                    end += 1;
-                    continue;
+            if let Some(e) = &failed {
+                // A call failed: everything after it is handed back with that error.
+                if let Some(k) = pending[start].take() {
+                    outcomes[start] = Some(Err(AddError::new(e.duplicate(), None, k.fd)));
                 }
-                if !seen.insert(k.key()) {
-                    break;
-                }
-                chunk.push(end);
-                end += 1;
+                start += 1;
+                continue;
             }
+            let (chunk, end) = self.next_chunk(&mut pending, &mut outcomes, start);
             start = end;
             if chunk.is_empty() {
                 continue;
             }
-            let mut entries: Vec<ukevent> = chunk
-                .iter()
-                .filter_map(|&i| pending[i].as_ref().map(|k| k.uk))
-                .collect();
-            let written = self.inner.ctl(Op::Add, KEVENT_CTL_ADD, &mut entries)? as usize;
-            let written = &entries[..written.min(entries.len())];
-            // The written-back entries are a subsequence of the chunk, in order, and keys are
-            // distinct within the chunk: match them greedily.
-            let mut w = 0;
-            for &i in &chunk {
-                let Some(k) = pending[i].take() else {
-                    continue;
-                };
-                let back = written.get(w).filter(|b| Key::of(b) == k.key()).copied();
-                outcomes[i] = Some(match back {
-                    Some(b) => {
-                        w += 1;
-                        let event = Event::from_raw(b);
-                        if b.ret_flags & KEVENT_RET_BROKEN != 0 {
-                            Added::Failed {
-                                error: event.error().unwrap_or_else(|| Errno::EIO.into()),
-                                event,
-                                fd: k.fd,
-                            }
-                        } else {
-                            Added::Ready { event, fd: k.fd }
-                        }
+            if let Err(e) = self.add_chunk(&chunk, &mut pending, &mut outcomes) {
+                for &i in &chunk {
+                    if let Some(k) = pending[i].take() {
+                        outcomes[i] = Some(Err(AddError::new(e.duplicate(), None, k.fd)));
                     }
-                    None => {
-                        let generation = keys.register(k.key());
-                        Added::Registered(Registration::new(
-                            Guard::new(self.downgrade(), k.uk, generation),
-                            k.fd,
-                        ))
-                    }
-                });
+                }
+                failed = Some(e);
             }
+        }
+        outcomes.into_iter().flatten().collect()
+    }
+
+    /// The next call's worth of entries from `start`: consecutive entries with distinct keys
+    /// (entries the ABI cannot express fail here, unsent). Returns their indices and where
+    /// the next chunk starts.
+    fn next_chunk<F>(
+        &self,
+        pending: &mut [Option<Kevent<F>>],
+        outcomes: &mut [Option<AddResult<F>>],
+        start: usize,
+    ) -> (Vec<usize>, usize) {
+        let mut chunk: Vec<usize> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut end = start;
+        while end < pending.len() {
+            let Some(k) = pending[end].as_ref() else {
+                end += 1;
+                continue;
+            };
+            if let Some(e) = k.invalid {
+                if let Some(k) = pending[end].take() {
+                    outcomes[end] = Some(Err(AddError::refused(k, e)));
+                }
+                end += 1;
+                continue;
+            }
+            if !seen.insert(k.key()) {
+                break;
+            }
+            chunk.push(end);
+            end += 1;
+        }
+        (chunk, end)
+    }
+
+    /// One ADD call for the entries `chunk`, with their shards locked (in index order).
+    fn add_chunk<F>(
+        &self,
+        chunk: &[usize],
+        pending: &mut [Option<Kevent<F>>],
+        outcomes: &mut [Option<AddResult<F>>],
+    ) -> Result<()> {
+        let keys = &self.inner.keys;
+        let mut shard_ids: Vec<usize> = chunk
+            .iter()
+            .filter_map(|&i| pending[i].as_ref().map(|k| keys.shard_index(k.key())))
+            .collect();
+        shard_ids.sort_unstable();
+        shard_ids.dedup();
+        let mut shards: Vec<MutexGuard<'_, Shard>> =
+            shard_ids.iter().map(|&i| keys.lock_shard(i)).collect();
+        let mut entries: Vec<ukevent> = chunk
+            .iter()
+            .filter_map(|&i| pending[i].as_ref().map(|k| k.uk))
+            .collect();
+        let written = self.inner.ctl(Op::Add, KEVENT_CTL_ADD, &mut entries)? as usize;
+        let written = &entries[..written.min(entries.len())];
+        // The written-back entries are a subsequence of the chunk, in order, and keys are
+        // distinct within the chunk: match them greedily.
+        let mut w = 0;
+        for &i in chunk {
+            let Some(k) = pending[i].take() else {
+                continue;
+            };
+            let key = k.key();
+            let back = written.get(w).filter(|b| Key::of(b) == key).copied();
+            outcomes[i] = Some(match back {
+                Some(b) => {
+                    w += 1;
+                    match Self::written_back(b, k.fd) {
+                        Ok(Added::Registered(r)) => Ok(r),
+                        Ok(Added::Ready { event, fd }) => Err(AddError::new(
+                            Error::invalid(Op::Add, Errno::EIO),
+                            Some(event),
+                            fd,
+                        )),
+                        Err(e) => Err(e),
+                    }
+                }
+                None => {
+                    let generation = keys.next_generation();
+                    let pos = shard_ids
+                        .binary_search(&keys.shard_index(key))
+                        .unwrap_or_default();
+                    if let Some(shard) = shards.get_mut(pos) {
+                        shard.register(key, generation);
+                    }
+                    Ok(Registration::new(
+                        Guard::new(self.downgrade(), k.uk, generation),
+                        k.fd,
+                    ))
+                }
+            });
         }
         Ok(())
     }
@@ -395,7 +451,7 @@ impl Queue {
     /// not found are copied to the start of `arg`"). An empty `keys` marks nothing (use
     /// [`Queue::wake`] to wake waiters).
     ///
-    /// A mark on a socket, pipe or poll kevent (decision P6 in `docs/decisions.md`) is
+    /// A mark on a socket, pipe or poll kevent (decision **P6**, see [`rules`](crate::rules)) is
     /// re-checked like any queued state event when the kevent has
     /// [`ReqFlags::LAST_CHECK`](crate::ReqFlags::LAST_CHECK) (poll kevents always do): if
     /// its source is not ready at delivery, nothing is delivered. Without LAST_CHECK the
@@ -435,6 +491,25 @@ impl Queue {
             .map(drop)
     }
 
+    /// `kevent_get_events(fd, 1, capacity, timeout, buf, flags)`—Waits until a kevent is
+    /// ready, the timeout passes or a [`Queue::wake`] comes, then fills `events` with up to
+    /// its capacity of ready events and returns how many.
+    ///
+    /// Returns 0 on timeout (and on a wake-up with nothing ready). Level kevents whose source
+    /// is still ready come back in every call (**D7**); occurrences (timer expiries, signals,
+    /// marks) are consumed by the call that reports them. If the queue has a ring, each event
+    /// is also written to the ring (and carries `COPY_FAILED` if the ring is full), so a queue
+    /// with a ring is best consumed through [`Queue::ring`] or [`Queue::shared_ring`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::wait_at_least`].
+    #[doc(alias = "kevent_get_events")]
+    #[doc(alias = "get_events")]
+    pub fn wait(&self, events: &mut Events, timeout: impl Into<Timeout>) -> Result<usize> {
+        self.wait_at_least(events, 1, timeout)
+    }
+
     /// `kevent_get_events(fd, min, capacity, timeout, buf, flags)`—Waits until at least
     /// `max(min, 1)` kevents are ready (**D4**), the timeout passes or a [`Queue::wake`]
     /// comes, then fills `events` with up to its capacity of them and returns how many.
@@ -451,7 +526,8 @@ impl Queue {
     /// the call, as [`Error::Invalid`]), for a timeout the ABI refuses, or when the fd is not
     /// a queue; `EBADF` for a closed fd. (The other argument errors of D15, `max_nr == 0`
     /// and a NULL buffer, cannot happen: an [`Events`] holds at least one event.)
-    pub fn get_events(
+    #[doc(alias = "kevent_get_events")]
+    pub fn wait_at_least(
         &self,
         events: &mut Events,
         min: usize,
@@ -523,6 +599,50 @@ impl Queue {
     }
 }
 
+impl Queue {
+    /// Another handle to the same queue: the same fd, registrations and ring (the
+    /// `Arc` is shared). The fd is not `dup`ed: on the fallback a duplicated number would
+    /// not name the queue. The queue closes when the last handle is dropped.
+    ///
+    /// # Errors
+    ///
+    /// None today; the `Result` is `File::try_clone`'s shape, kept for a backend whose
+    /// handles cost a resource.
+    pub fn try_clone(&self) -> Result<Queue> {
+        Ok(Queue {
+            inner: Arc::clone(&self.inner),
+        })
+    }
+}
+
+impl TryFrom<Queue> for OwnedFd {
+    type Error = Queue;
+
+    /// The queue fd, for a caller who manages it from now on: kevents stay registered
+    /// (the registrations made through this queue no longer remove anything, as when the
+    /// queue is closed), and so do its SIGNAL kevents (on the fallback, close the fd
+    /// through the C library's `close` or remove them first, decision P17).
+    ///
+    /// # Errors
+    ///
+    /// The queue comes back unchanged when another handle ([`Queue::try_clone`]) exists, or
+    /// when it has a ring (the ring's memory must outlive the fd, and only the queue can
+    /// keep that promise).
+    fn try_from(queue: Queue) -> std::result::Result<OwnedFd, Queue> {
+        if queue.inner.ring.is_some() {
+            return Err(queue);
+        }
+        match Arc::try_unwrap(queue.inner) {
+            Ok(inner) => {
+                let Inner { mut keys, fd, .. } = inner;
+                keys.disarm();
+                Ok(fd)
+            }
+            Err(inner) => Err(Queue { inner }),
+        }
+    }
+}
+
 impl AsFd for Queue {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.inner.fd.as_fd()
@@ -538,19 +658,6 @@ impl AsRawFd for Queue {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn keys_track_the_newest_registration() {
-        let mut k = Keys::default();
-        let key = Key::user(1);
-        let g1 = k.register(key);
-        let g2 = k.register(key);
-        assert_ne!(g1, g2);
-        assert!(!k.owns(key, g1));
-        assert!(!k.release(key, g1), "a stale guard releases nothing");
-        assert!(k.release(key, g2));
-        assert!(!k.owns(key, 0));
-    }
 
     #[test]
     fn queue_is_send_and_sync() {

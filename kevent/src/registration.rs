@@ -1,7 +1,9 @@
 //! [`Added`] (the outcome of an ADD) and [`Registration`] (a registered kevent that holds
 //! its fd).
 
+use core::fmt;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Weak;
 
 use kevent_sys::{
@@ -14,31 +16,20 @@ use crate::flags::ReqFlags;
 use crate::queue::Inner;
 use crate::source::Kevent;
 
-/// What ADD did with one entry (spec section 3). Not an error in any case: per-entry
-/// failures are data.
+/// What [`Queue::add_or_ready`](crate::Queue::add_or_ready) did with a source the ABI
+/// accepted: registered it, or found it ready at once and handed it back.
 ///
-/// `F` is the fd holder the builder was given; when the entry is not registered, it is
-/// handed back.
+/// `F` is the fd holder the builder was given.
 #[derive(Debug)]
-#[must_use = "dropping a Registration removes the kevent"]
+#[must_use = "a ready-at-once source is not registered: handle its event or it is lost"]
 pub enum Added<F> {
     /// Registered: the kevent stays until the [`Registration`] is removed or dropped (or, for
     /// ONESHOT, until it is delivered).
     Registered(Registration<F>),
     /// The source was ready at once: the entry came back with `RET_DONE` and its data, and
-    /// is **not** registered (add with
-    /// [`ReqFlags::ALWAYS_QUEUE`](crate::ReqFlags::ALWAYS_QUEUE) to register it anyway).
+    /// is **not** registered (spec section 3).
     Ready {
         /// The written-back entry, decoded like a delivered event.
-        event: Event,
-        /// The fd holder, handed back.
-        fd: F,
-    },
-    /// The entry was refused (`RET_BROKEN`): `EEXIST`, `EBADF`, `EINVAL`, `ENOSYS`, …
-    Failed {
-        /// `-ret_data[1]`, as an `io::Error`.
-        error: io::Error,
-        /// The written-back entry.
         event: Event,
         /// The fd holder, handed back.
         fd: F,
@@ -46,59 +37,127 @@ pub enum Added<F> {
 }
 
 impl<F> Added<F> {
-    pub(crate) fn failed(k: Kevent<F>, e: Errno) -> Added<F> {
-        let mut uk = k.uk;
-        uk.ret_flags = kevent_sys::KEVENT_RET_BROKEN | kevent_sys::KEVENT_RET_DONE;
-        uk.ret_data = [0, e.negated()];
-        Added::Failed {
-            error: e.into(),
-            event: Event::from_raw(uk),
-            fd: k.fd,
-        }
-    }
-
     /// Whether the kevent was registered.
     pub fn is_registered(&self) -> bool {
         matches!(self, Added::Registered(_))
     }
+}
 
-    /// The registration, if the kevent was registered (otherwise the outcome is dropped,
-    /// with the fd holder).
-    pub fn registration(self) -> Option<Registration<F>> {
-        match self {
-            Added::Registered(r) => Some(r),
-            _ => None,
-        }
+/// An ADD that did not register its source: the error, the written-back entry (when the ABI
+/// wrote one), and the fd holder, handed back so that nothing is lost.
+///
+/// `?` turns it into [`Error`] (or `io::Error`, or `Box<dyn std::error::Error>`), dropping the
+/// fd holder; [`AddError::into_fd`] or [`AddError::into_parts`] keep it. Like `anyhow::Error`,
+/// it does not implement `std::error::Error` itself, so that `?` can convert it into a boxed
+/// error whatever the holder's lifetime (a borrowed `&TcpStream` included).
+///
+/// ```
+/// use std::os::unix::net::UnixStream;
+/// use kevent::{Errno, Inode, InodeEvents, Queue, Socket, SocketEvents, User};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let queue = Queue::new()?;
+/// let _first = queue.add(User::new(1))?;
+/// let err = queue.add(User::new(1)).unwrap_err(); // the key is taken
+/// assert_eq!(err.error().errno(), Some(Errno::EEXIST));
+/// // A socket is not a directory: the ADD fails, and the stream comes back.
+/// let (a, _b) = UnixStream::pair()?;
+/// let err = queue.add(Inode::new(a, InodeEvents::CREATE)).unwrap_err();
+/// assert_eq!(err.error().errno(), Some(Errno::EINVAL));
+/// let a: UnixStream = err.into_fd();
+/// let _reg = queue.add(Socket::new(a, SocketEvents::RECV))?;
+/// # Ok(()) }
+/// ```
+#[must_use = "the fd holder is handed back in the error: dropping it closes an owned fd"]
+pub struct AddError<F> {
+    error: Error,
+    event: Option<Event>,
+    fd: F,
+}
+
+impl<F> AddError<F> {
+    pub(crate) fn new(error: Error, event: Option<Event>, fd: F) -> AddError<F> {
+        AddError { error, event, fd }
     }
 
-    /// The registration, or the error of a failed entry. A ready-at-once entry is
-    /// `Err(None)`.
-    ///
-    /// # Errors
-    ///
-    /// `Err(Some(error))` for [`Added::Failed`], `Err(None)` for [`Added::Ready`].
-    pub fn into_result(self) -> std::result::Result<Registration<F>, Option<io::Error>> {
-        match self {
-            Added::Registered(r) => Ok(r),
-            Added::Ready { .. } => Err(None),
-            Added::Failed { error, .. } => Err(Some(error)),
-        }
+    /// An entry refused with `errno`, not sent (the ABI cannot express it).
+    pub(crate) fn refused(k: Kevent<F>, e: Errno) -> AddError<F> {
+        let mut uk = k.uk;
+        uk.ret_flags = kevent_sys::KEVENT_RET_BROKEN | kevent_sys::KEVENT_RET_DONE;
+        uk.ret_data = [0, e.negated()];
+        AddError::new(Error::os(Op::Add, e), Some(Event::from_raw(uk)), k.fd)
     }
 
-    /// The event of a ready-at-once or failed entry.
+    /// Why the source was not registered: [`Op::Add`] with `EEXIST` (the key is
+    /// registered), `EBADF`, `EINVAL` (an fd of the wrong kind, a zero or too long timer
+    /// interval, an uncatchable signal, a non-directory), `ENOSYS` (a type ADD does not
+    /// create, **D2**), or the call's own error (the queue fd is not a queue).
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+
+    /// The entry the ABI wrote back (`RET_BROKEN`, `ret_data[1] = -errno`), if any: an error
+    /// of the call itself writes none.
     pub fn event(&self) -> Option<&Event> {
-        match self {
-            Added::Registered(_) => None,
-            Added::Ready { event, .. } | Added::Failed { event, .. } => Some(event),
-        }
+        self.event.as_ref()
     }
 
-    /// The error of a failed entry.
-    pub fn error(&self) -> Option<&io::Error> {
-        match self {
-            Added::Failed { error, .. } => Some(error),
-            _ => None,
-        }
+    /// The fd holder, handed back.
+    pub fn fd(&self) -> &F {
+        &self.fd
+    }
+
+    /// The fd holder, handed back; the error is dropped.
+    pub fn into_fd(self) -> F {
+        self.fd
+    }
+
+    /// The error, the written-back entry and the fd holder.
+    pub fn into_parts(self) -> (Error, Option<Event>, F) {
+        (self.error, self.event, self.fd)
+    }
+
+    /// The error; the fd holder is dropped.
+    pub fn into_error(self) -> Error {
+        self.error
+    }
+}
+
+impl<F> fmt::Debug for AddError<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AddError")
+            .field("error", &self.error)
+            .field("event", &self.event)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> fmt::Display for AddError<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl<F> From<AddError<F>> for Error {
+    fn from(e: AddError<F>) -> Error {
+        e.error
+    }
+}
+
+impl<F> From<AddError<F>> for io::Error {
+    fn from(e: AddError<F>) -> io::Error {
+        e.error.into()
+    }
+}
+
+impl<F> From<AddError<F>> for Box<dyn std::error::Error + Send + Sync + 'static> {
+    fn from(e: AddError<F>) -> Self {
+        Box::new(e.error)
+    }
+}
+
+impl<F> From<AddError<F>> for Box<dyn std::error::Error + 'static> {
+    fn from(e: AddError<F>) -> Self {
+        Box::new(e.error)
     }
 }
 
@@ -106,7 +165,7 @@ impl<F> Added<F> {
 #[derive(Debug)]
 pub(crate) struct Guard {
     queue: Weak<Inner>,
-    /// The entry as registered (event, flags, cookie), for MODIFY.
+    /// The entry as registered (event, flags, token), for MODIFY.
     uk: ukevent,
     /// Which registration of the key this is (0: removed).
     generation: u64,
@@ -133,14 +192,25 @@ impl Guard {
             // The queue is closed: closing released every kevent.
             return Ok(false);
         };
-        let mut keys = q.lock_keys();
-        if !keys.release(self.key(), generation) {
+        let mut shard = q.keys.lock(self.key());
+        if !shard.release(self.key(), generation) {
             return Ok(false);
         }
         let mut entry = [self.key().to_ukevent()];
         // D14: the call returns 0; whether the kevent was found is in the entry.
         q.ctl(Op::Remove, KEVENT_CTL_REMOVE, &mut entry)?;
         Ok(entry[0].ret_flags & KEVENT_RET_BROKEN == 0)
+    }
+}
+
+impl Guard {
+    /// The kevent left the queue by itself (its ONESHOT delivery was seen): forget it
+    /// without a REMOVE.
+    fn forget_delivered(&mut self) {
+        let generation = std::mem::replace(&mut self.generation, 0);
+        if let Some(q) = self.queue.upgrade() {
+            q.keys.lock(self.key()).release(self.key(), generation);
+        }
     }
 }
 
@@ -164,8 +234,8 @@ impl Drop for Guard {
 ///   `TcpStream`), and `F` lives inside the registration;
 /// * with a reference, the referent stays borrowed until the registration is gone, so it
 ///   cannot be dropped (closed) or moved meanwhile: the compiler refuses;
-/// * with an owned value, the registration owns the fd, and gives out only `&F`
-///   ([`Registration::get_ref`]), never `&mut F` (which would allow swapping the fd out);
+/// * with an owned value, the registration owns the fd; [`Registration::get_ref`] and
+///   [`Registration::get_mut`] lend it (a `BufReader` or a TLS stream needs `&mut`), and
 ///   [`Registration::remove`] gives the value back after REMOVE;
 /// * dropping the registration runs REMOVE first, then drops `F`.
 ///
@@ -181,8 +251,9 @@ impl Drop for Guard {
 /// # Ok(()) }
 /// ```
 ///
-/// The only way around it is to leak the registration (`mem::forget`), which ends the borrow
-/// without REMOVE. That is memory-safe: the backend's own D10 rule then applies (the kevent
+/// Two ways around it remain, both memory-safe: leaking the registration (`mem::forget`),
+/// which ends the borrow without REMOVE, and replacing an owned holder through
+/// [`Registration::get_mut`] (`mem::replace`), which closes the registered fd. That is memory-safe: the backend's own D10 rule then applies (the kevent
 /// is reported at most once, as BROKEN with `EBADF`, and never for a new file).
 ///
 /// # Keys and stale registrations
@@ -201,8 +272,8 @@ impl Drop for Guard {
 /// let queue = Queue::new()?;
 /// let (a, _b) = UnixStream::pair()?;
 /// // An owned stream: the registration owns the fd.
-/// let reg = queue.add(Socket::new(a, SocketEvents::RECV))?.registration().unwrap();
-/// let stream: &UnixStream = reg.get_ref();
+/// let mut reg = queue.add(Socket::new(a, SocketEvents::RECV))?;
+/// let stream: &mut UnixStream = reg.get_mut();
 /// let _ = stream.peer_addr()?;
 /// let a: UnixStream = reg.remove()?; // REMOVE, then the stream is ours again
 /// # drop(a);
@@ -226,8 +297,9 @@ impl<F> Registration<F> {
         self.guard.key()
     }
 
-    /// The cookie it was registered (or last modified) with.
-    pub fn cookie(&self) -> u64 {
+    /// The token (the ABI's `cookie`) it was registered (or last modified) with.
+    #[doc(alias = "cookie")]
+    pub fn token(&self) -> u64 {
         self.guard.uk.cookie()
     }
 
@@ -244,6 +316,14 @@ impl<F> Registration<F> {
     /// The fd holder.
     pub fn get_ref(&self) -> &F {
         &self.fd
+    }
+
+    /// The fd holder, mutably (to read from a registered stream through `&mut`, or wrap it in
+    /// a `BufReader`). Replacing the holder (`mem::replace`) is memory-safe but closes the
+    /// registered fd: the kevent is then reported once as BROKEN (`EBADF`, **D10**), never
+    /// for the new fd.
+    pub fn get_mut(&mut self) -> &mut F {
+        &mut self.fd
     }
 
     /// `kevent_ctl(KEVENT_CTL_REMOVE)`—Unregisters the kevent and hands back the fd holder.
@@ -263,8 +343,14 @@ impl<F> Registration<F> {
         Ok(fd)
     }
 
+    /// Drops a registration whose ONESHOT (or BROKEN) delivery was seen, without the REMOVE
+    /// that would only find nothing.
+    pub(crate) fn forget_delivered(mut self) {
+        self.guard.forget_delivered();
+    }
+
     /// Starts a `kevent_ctl(KEVENT_CTL_MODIFY)`: change the event mask, the request flags
-    /// and/or the cookie, then [`Modify::apply`]. Unchanged fields keep their values.
+    /// and/or the token, then [`Modify::apply`]. Unchanged fields keep their values.
     pub fn modify(&mut self) -> Modify<'_, F> {
         let uk = self.guard.uk;
         Modify { reg: self, uk }
@@ -285,12 +371,19 @@ impl<F> Registration<F> {
         let Some(q) = self.guard.queue.upgrade() else {
             return Ok(false);
         };
-        let keys = q.lock_keys();
-        if !keys.owns(self.key(), self.guard.generation) {
+        let shard = q.keys.lock(self.key());
+        if !shard.owns(self.key(), self.guard.generation) {
             return Ok(false);
         }
         let mut entry = [self.key().to_ukevent()];
         Ok(q.ctl(Op::Ready, KEVENT_CTL_READY, &mut entry)? == 1)
+    }
+}
+
+impl<F: AsFd> AsFd for Registration<F> {
+    /// The registered fd.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 
@@ -300,9 +393,9 @@ impl<F> Registration<F> {
 /// use kevent::{Queue, ReqFlags, User};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let queue = Queue::new()?;
-/// let mut reg = queue.add(User::new(1))?.registration().unwrap();
-/// reg.modify().flags(ReqFlags::ONESHOT).cookie(9).apply()?;
-/// assert_eq!(reg.cookie(), 9);
+/// let mut reg = queue.add(User::new(1))?;
+/// reg.modify().flags(ReqFlags::ONESHOT).token(9).apply()?;
+/// assert_eq!(reg.token(), 9);
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
@@ -321,20 +414,21 @@ impl<F> Modify<'_, F> {
         self
     }
 
-    /// The new request flags.
+    /// The new request flags (they replace the registered ones: MODIFY sets the whole word).
     pub fn flags(mut self, flags: ReqFlags) -> Self {
         self.uk.req_flags = flags.bits();
         self
     }
 
-    /// The new cookie.
-    pub fn cookie(mut self, cookie: u64) -> Self {
-        self.uk.set_cookie(cookie);
+    /// The new token (the ABI's `cookie`).
+    #[doc(alias = "cookie")]
+    pub fn token(mut self, token: u64) -> Self {
+        self.uk.set_cookie(token);
         self
     }
 
     /// `kevent_ctl(KEVENT_CTL_MODIFY)`—Replaces the kevent's event mask, request flags and
-    /// cookie.
+    /// token.
     ///
     /// For a socket, pipe or poll kevent the source is re-evaluated under the new mask, as
     /// `EPOLL_CTL_MOD` does (**D17**): if it is ready now the kevent is queued (with
@@ -353,8 +447,8 @@ impl<F> Modify<'_, F> {
         let Some(q) = guard.queue.upgrade() else {
             return Err(Error::os(Op::Modify, Errno::ENOENT));
         };
-        let keys = q.lock_keys();
-        if !keys.owns(Key::of(&guard.uk), guard.generation) {
+        let shard = q.keys.lock(Key::of(&guard.uk));
+        if !shard.owns(Key::of(&guard.uk), guard.generation) {
             return Err(Error::os(Op::Modify, Errno::ENOENT));
         }
         let mut entry = [self.uk];

@@ -229,7 +229,7 @@ fn produced_after(ring: &RingMem, pos: u64) -> u32 {
 /// use kevent::{Key, Queue, Timeout, User};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let queue = Queue::builder().ring_size(8).build()?;
-/// let _u = queue.add(User::new(1))?.registration();
+/// let _u = queue.add(User::new(1))?;
 /// let mut ring = queue.ring()?;
 /// queue.ready(&[Key::user(1)])?;
 /// let snapshot = ring.wait(Timeout::FOREVER)?;
@@ -422,7 +422,7 @@ impl Drop for Snapshot<'_, '_> {
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let queue = Queue::builder().ring_size(16).build()?;
-/// let regs: Vec<_> = (0..8).filter_map(|i| queue.add(User::new(i)).ok()?.registration()).collect();
+/// let regs = (0..8).map(|i| queue.add(User::new(i))).collect::<Result<Vec<_>, _>>()?;
 /// let keys: Vec<Key> = (0..8).map(Key::user).collect();
 /// queue.ready(&keys)?;
 /// let ring = queue.shared_ring()?;
@@ -528,7 +528,7 @@ impl<'q> SharedRing<'q> {
                 // Every slot is claimed and not yet committed: wait for a batch to finish.
                 let guard = self.lock();
                 if *guard == committed {
-                    let left = Timeout::until(deadline);
+                    let left = Timeout::remaining(deadline);
                     if left.is_now() {
                         return Ok(self.empty());
                     }
@@ -539,7 +539,7 @@ impl<'q> SharedRing<'q> {
                 }
                 continue;
             }
-            let left = Timeout::until(deadline);
+            let left = Timeout::remaining(deadline);
             let (ts, flags) = left.as_timespec();
             let uidx = self.ring.index(committed);
             let moved = self

@@ -22,6 +22,10 @@ pub use kevent_sys::FOREVER_SECS;
 ///   rounded down to "do not block" (the rounding trap of millisecond APIs).
 /// * A [`SystemTime`] ([`Timeout::at`]): absolute, on CLOCK_REALTIME
 ///   (`KEVENT_FLAGS_ABSTIME`); a time in the past does not block.
+/// * An [`Instant`] ([`Timeout::until`], `Timeout::from(instant)`): a deadline on
+///   CLOCK_MONOTONIC, passed as the time left when the wait starts (a deadline already
+///   passed does not block). A loop that waits for one deadline keeps passing the same
+///   `Instant`.
 ///
 /// `Option<Duration>` converts too: `None` is [`Timeout::FOREVER`], as in mio.
 ///
@@ -40,6 +44,7 @@ pub struct Timeout(Repr);
 enum Repr {
     Relative(Duration),
     Absolute(SystemTime),
+    Deadline(Instant),
     Forever,
 }
 
@@ -58,6 +63,11 @@ impl Timeout {
     /// An absolute CLOCK_REALTIME time (`KEVENT_FLAGS_ABSTIME`).
     pub const fn at(t: SystemTime) -> Timeout {
         Timeout(Repr::Absolute(t))
+    }
+
+    /// A deadline on CLOCK_MONOTONIC (the clock of [`Instant`]).
+    pub const fn until(deadline: Instant) -> Timeout {
+        Timeout(Repr::Deadline(deadline))
     }
 
     /// Whether this is [`Timeout::NOW`] (a zero relative timeout).
@@ -82,6 +92,10 @@ impl Timeout {
                 let since = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
                 (duration_to_timespec(since), KEVENT_FLAGS_ABSTIME)
             }
+            Repr::Deadline(i) => (
+                duration_to_timespec(i.saturating_duration_since(Instant::now())),
+                0,
+            ),
             Repr::Forever => (
                 libc::timespec {
                     tv_sec: FOREVER_SECS,
@@ -103,12 +117,13 @@ impl Timeout {
                     .unwrap_or(Duration::ZERO);
                 Instant::now().checked_add(left)
             }
+            Repr::Deadline(i) => Some(i),
             Repr::Forever => None,
         }
     }
 
     /// What is left of a deadline from [`Timeout::deadline`], as a relative timeout.
-    pub(crate) fn until(deadline: Option<Instant>) -> Timeout {
+    pub(crate) fn remaining(deadline: Option<Instant>) -> Timeout {
         match deadline {
             None => Timeout::FOREVER,
             Some(d) => Timeout::after(d.saturating_duration_since(Instant::now())),
@@ -147,6 +162,12 @@ impl From<Option<Duration>> for Timeout {
     }
 }
 
+impl From<Instant> for Timeout {
+    fn from(deadline: Instant) -> Timeout {
+        Timeout::until(deadline)
+    }
+}
+
 impl From<SystemTime> for Timeout {
     fn from(t: SystemTime) -> Timeout {
         Timeout::at(t)
@@ -156,6 +177,17 @@ impl From<SystemTime> for Timeout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instant_deadlines_are_relative_and_never_negative() {
+        let (ts, fl) = Timeout::until(Instant::now() - Duration::from_millis(1)).as_timespec();
+        assert_eq!((ts.tv_sec, ts.tv_nsec, fl), (0, 0, 0));
+        let far = Instant::now() + Duration::from_secs(100);
+        let (ts, fl) = Timeout::from(far).as_timespec();
+        assert_eq!(fl, 0);
+        assert!(ts.tv_sec > 90 && ts.tv_sec <= 100, "{}", ts.tv_sec);
+        assert_eq!(Timeout::from(far).deadline(), Some(far));
+    }
 
     #[test]
     fn now_is_zero_and_never_blocks() {
@@ -178,7 +210,7 @@ mod tests {
         let (ts, _) = Timeout::after(Duration::MAX).as_timespec();
         assert_eq!((ts.tv_sec, ts.tv_nsec), (FOREVER_SECS, 0));
         assert!(FOREVER_SECS.checked_add(FOREVER_SECS).is_some());
-        assert_eq!(Timeout::until(None), Timeout::FOREVER);
+        assert_eq!(Timeout::remaining(None), Timeout::FOREVER);
     }
 
     #[test]

@@ -5,7 +5,7 @@ mod util;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use kevent::{EventKind, Key, Poll, PollEvents, Queue, ReqFlags, User};
+use kevent::{EventKind, Key, PollEvents, Pollable, Queue, ReqFlags, User};
 use util::{ExpectEvent, drain_fd, expect_events, expect_no_events, pipe, write_fd};
 
 const QUIET: Duration = Duration::from_millis(50);
@@ -18,11 +18,7 @@ fn key(fd: &impl AsRawFd) -> Key {
 fn s5_poll_reports_revents_and_always_last_check() {
     let q = Queue::new().unwrap();
     let (r, w) = pipe();
-    let _reg = q
-        .add(Poll::new(&r, PollEvents::IN))
-        .unwrap()
-        .registration()
-        .unwrap();
+    let _reg = q.add(Pollable::new(&r, PollEvents::IN)).unwrap();
     write_fd(&w, b"x");
     let seen = expect_events(
         &q,
@@ -45,12 +41,8 @@ fn s5_poll_reports_revents_and_always_last_check() {
 fn s4_a_queue_fd_is_pollable_and_nests() {
     let outer = Queue::new().unwrap();
     let inner = Queue::new().unwrap();
-    let _watch = outer
-        .add(Poll::new(&inner, PollEvents::IN))
-        .unwrap()
-        .registration()
-        .unwrap();
-    let _u = inner.add(User::new(1)).unwrap().registration().unwrap();
+    let _watch = outer.add(Pollable::new(&inner, PollEvents::IN)).unwrap();
+    let _u = inner.add(User::new(1)).unwrap();
     expect_no_events(&outer, QUIET);
     inner.ready(&[Key::user(1)]).unwrap();
     expect_events(&outer, vec![ExpectEvent::key(key(&inner))]);
@@ -62,9 +54,6 @@ fn s4_a_queue_fd_is_pollable_and_nests() {
 fn s3_regular_files_cannot_be_polled() {
     let q = Queue::new().unwrap();
     let f = std::fs::File::open("/proc/self/exe").unwrap();
-    let added = q.add(Poll::new(&f, PollEvents::IN)).unwrap();
-    assert_eq!(
-        added.error().and_then(|e| e.raw_os_error()),
-        Some(libc::EINVAL)
-    );
+    let added = q.add(Pollable::new(&f, PollEvents::IN)).unwrap_err();
+    assert_eq!(added.error().raw_os_error(), Some(libc::EINVAL));
 }

@@ -2,10 +2,10 @@
 
 mod util;
 
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant, SystemTime};
 
-use kevent::{Backend, Events, Key, Op, Queue, Timeout, User};
+use kevent::{Backend, Events, Key, Op, Queue, ReqFlags, Timeout, Timer, User};
 use util::{ExpectEvent, expect_events};
 
 fn poll_in(q: &Queue) -> bool {
@@ -65,20 +65,16 @@ fn s3_nonblocking_queue_never_blocks() {
     let q = Queue::builder().nonblocking(true).build().unwrap();
     let mut events = Events::with_capacity(4);
     let t = Instant::now();
-    assert_eq!(q.get_events(&mut events, 1, Timeout::FOREVER).unwrap(), 0);
+    assert_eq!(q.wait(&mut events, Timeout::FOREVER).unwrap(), 0);
     assert!(t.elapsed() < Duration::from_secs(1));
     q.set_nonblocking(false).unwrap();
-    assert_eq!(
-        q.get_events(&mut events, 1, Duration::from_millis(20))
-            .unwrap(),
-        0
-    );
+    assert_eq!(q.wait(&mut events, Duration::from_millis(20)).unwrap(), 0);
 }
 
 #[test]
 fn s4_queue_fd_is_readable_while_events_are_ready() {
     let q = Queue::new().unwrap();
-    let _u = q.add(User::new(1)).unwrap().registration().unwrap();
+    let _u = q.add(User::new(1)).unwrap();
     assert!(!poll_in(&q));
     q.ready(&[Key::user(1)]).unwrap();
     assert!(poll_in(&q));
@@ -91,9 +87,7 @@ fn s4_queue_fd_is_readable_while_events_are_ready() {
 #[test]
 fn d4_get_events_waits_for_min() {
     let q = Queue::new().unwrap();
-    let regs: Vec<_> = (0..3)
-        .map(|i| q.add(User::new(i)).unwrap().registration().unwrap())
-        .collect();
+    let regs: Vec<_> = (0..3).map(|i| q.add(User::new(i)).unwrap()).collect();
     let mut events = Events::with_capacity(8);
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -103,13 +97,11 @@ fn d4_get_events_waits_for_min() {
             }
         });
         let mut total = q
-            .get_events(&mut events, 3, Duration::from_secs(5))
+            .wait_at_least(&mut events, 3, Duration::from_secs(5))
             .unwrap();
         // A backend may return early with fewer only on timeout; then collect the rest.
         while total < 3 {
-            total += q
-                .get_events(&mut events, 1, Duration::from_secs(5))
-                .unwrap();
+            total += q.wait(&mut events, Duration::from_secs(5)).unwrap();
         }
         assert_eq!(total, 3);
     });
@@ -121,28 +113,24 @@ fn s3_timeouts_relative_absolute_and_now() {
     let q = Queue::new().unwrap();
     let mut events = Events::with_capacity(4);
     let t = Instant::now();
-    assert_eq!(q.get_events(&mut events, 1, Timeout::NOW).unwrap(), 0);
+    assert_eq!(q.wait(&mut events, Timeout::NOW).unwrap(), 0);
     let d = Duration::from_millis(30);
     let t = {
         let _ = t;
         Instant::now()
     };
-    assert_eq!(q.get_events(&mut events, 1, d).unwrap(), 0);
+    assert_eq!(q.wait(&mut events, d).unwrap(), 0);
     assert!(t.elapsed() >= d, "relative timeout returned early");
     let t = Instant::now();
     let at = SystemTime::now() + d;
-    assert_eq!(q.get_events(&mut events, 1, Timeout::at(at)).unwrap(), 0);
+    assert_eq!(q.wait(&mut events, Timeout::at(at)).unwrap(), 0);
     assert!(SystemTime::now() >= at, "absolute timeout returned early");
     assert!(t.elapsed() < Duration::from_secs(5));
     // A past absolute time does not block.
     let past = SystemTime::now() - Duration::from_secs(60);
-    assert_eq!(q.get_events(&mut events, 1, past).unwrap(), 0);
+    assert_eq!(q.wait(&mut events, past).unwrap(), 0);
     // Sub-millisecond: waits, not "do not block".
-    assert_eq!(
-        q.get_events(&mut events, 1, Duration::from_micros(300))
-            .unwrap(),
-        0
-    );
+    assert_eq!(q.wait(&mut events, Duration::from_micros(300)).unwrap(), 0);
 }
 
 #[test]
@@ -173,8 +161,102 @@ fn ring_size_is_checked_and_consumers_are_exclusive() {
 #[test]
 fn registrations_may_outlive_the_queue() {
     let q = Queue::new().unwrap();
-    let reg = q.add(User::new(1)).unwrap().registration().unwrap();
+    let reg = q.add(User::new(1)).unwrap();
     drop(q);
     assert!(!reg.ready().unwrap());
     assert!(reg.remove().is_ok());
+}
+
+/// Issue 23, item 3: builder flags accumulate; `Timer::oneshot(d).flags(WAKEUP_ALL)` stays
+/// ONESHOT.
+#[test]
+fn builder_flags_accumulate() {
+    let q = Queue::new().unwrap();
+    let t = q
+        .add(Timer::oneshot(Duration::from_secs(3600)).flags(ReqFlags::WAKEUP_ALL))
+        .unwrap();
+    assert!(
+        t.flags().contains(ReqFlags::ONESHOT | ReqFlags::WAKEUP_ALL),
+        "{:?}",
+        t.flags()
+    );
+    let u = q
+        .add(User::new(1).edge().wakeup_all().flags(ReqFlags::ONESHOT))
+        .unwrap();
+    assert!(
+        u.flags()
+            .contains(ReqFlags::ET | ReqFlags::WAKEUP_ALL | ReqFlags::ONESHOT)
+    );
+}
+
+/// `try_clone` is another handle to the same queue; `OwnedFd::try_from` hands the fd over
+/// only from the last handle of a queue without a ring.
+#[test]
+fn try_clone_and_into_owned_fd() {
+    let q = Queue::new().unwrap();
+    let q2 = q.try_clone().unwrap();
+    assert_eq!(q.as_raw_fd(), q2.as_raw_fd());
+    let _u = q2.add(User::new(1)).unwrap();
+    q.ready(&[Key::user(1)]).unwrap();
+    expect_events(&q, vec![ExpectEvent::key(Key::user(1))]);
+    let raw = q.as_raw_fd();
+    let q = OwnedFd::try_from(q).expect_err("another handle exists");
+    drop(q2);
+    let fd: OwnedFd = OwnedFd::try_from(q).expect("the last handle");
+    assert_eq!(fd.as_raw_fd(), raw);
+    let ringed = Queue::builder().ring_size(4).build().unwrap();
+    assert!(
+        OwnedFd::try_from(ringed).is_err(),
+        "a ring must outlive its fd"
+    );
+}
+
+/// `Timeout` accepts an `Instant` deadline; one already passed does not block.
+#[test]
+fn instant_deadlines() {
+    let q = Queue::new().unwrap();
+    let mut events = Events::with_capacity(4);
+    let start = Instant::now();
+    assert_eq!(
+        q.wait(&mut events, start + Duration::from_millis(20))
+            .unwrap(),
+        0
+    );
+    assert!(start.elapsed() >= Duration::from_millis(20));
+    assert_eq!(q.wait(&mut events, Timeout::until(start)).unwrap(), 0);
+}
+
+/// Issue 23, item 6: threads adding, removing and marking the same few keys at once (their
+/// shards locked across each call) neither deadlock nor fail but with `EEXIST`, and leave
+/// nothing registered: afterwards every key can be added again.
+#[test]
+fn concurrent_add_remove_of_shared_keys() {
+    const THREADS: u64 = 4;
+    const KEYS: u64 = 8;
+    let q = Queue::new().unwrap();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let q = &q;
+            s.spawn(move || {
+                let mut mine = Vec::new();
+                for i in 0..5000u64 {
+                    let id = (i * 7 + t) % KEYS;
+                    match q.add(User::new(id)) {
+                        Ok(reg) => mine.push(reg),
+                        Err(e) => assert_eq!(e.error().errno(), Some(kevent::Errno::EEXIST)),
+                    }
+                    if i % 3 == 0 {
+                        let _ = q.ready(&[Key::user(id)]).unwrap();
+                    }
+                    if mine.len() > 2 {
+                        mine.remove(0).remove().unwrap();
+                    }
+                }
+            });
+        }
+    });
+    let mut events = Events::with_capacity(64);
+    while q.wait(&mut events, Timeout::NOW).unwrap() > 0 {}
+    let again: Vec<_> = (0..KEYS).map(|id| q.add(User::new(id)).unwrap()).collect();
+    assert_eq!(again.len(), KEYS as usize, "every key was free again");
 }

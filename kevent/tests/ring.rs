@@ -11,9 +11,8 @@ use kevent::{Events, Key, NoFd, Queue, Registration, Timeout, User};
 
 fn users(q: &Queue, ids: std::ops::Range<u64>) -> Vec<Registration<NoFd>> {
     q.add_all(ids.map(User::new))
-        .unwrap()
         .into_iter()
-        .map(|a| a.registration().expect("user events register"))
+        .map(|a| a.expect("user events register"))
         .collect()
 }
 
@@ -110,8 +109,7 @@ fn s3_get_events_mirrors_into_the_ring_and_flags_copy_failed() {
     let mut events = Events::with_capacity(4);
     let mut got = Vec::new();
     while got.len() < 2 {
-        q.get_events(&mut events, 1, Duration::from_secs(5))
-            .unwrap();
+        q.wait(&mut events, Duration::from_secs(5)).unwrap();
         got.extend(events.iter());
     }
     // A ring of 2 holds one: the first is mirrored, the second finds it full.

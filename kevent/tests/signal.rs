@@ -6,7 +6,7 @@ mod util;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use kevent::{EventKind, Key, Queue, Signal};
+use kevent::{Errno, EventKind, Key, Queue, Signal, Signo};
 use util::{ExpectEvent, expect_events, expect_no_events};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -21,12 +21,8 @@ fn raise(signo: i32) {
 fn s5_nomask_signal_is_reported_with_its_count() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let q = Queue::new().unwrap();
-    let reg = q
-        .add(Signal::new(libc::SIGUSR1).nomask().cookie(1))
-        .unwrap()
-        .registration()
-        .unwrap();
-    assert_eq!(reg.key(), Key::signal(libc::SIGUSR1, true));
+    let reg = q.add(Signal::new(Signo::USR1).nomask().token(1)).unwrap();
+    assert_eq!(reg.key(), Key::signal(Signo::USR1, true));
     raise(libc::SIGUSR1);
     raise(libc::SIGUSR1);
     let seen = expect_events(
@@ -35,7 +31,7 @@ fn s5_nomask_signal_is_reported_with_its_count() {
             matches!(
                 e.kind(),
                 EventKind::Signal {
-                    signo: libc::SIGUSR1,
+                    signo: Signo::USR1,
                     nomask: true,
                     ..
                 }
@@ -63,13 +59,9 @@ fn s5_signal_without_nomask_is_reported_and_delivered() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let q = Queue::new().unwrap();
     // SIGURG's default action is to be ignored, so delivering it as usual is harmless.
-    let reg = q
-        .add(Signal::new(libc::SIGURG))
-        .unwrap()
-        .registration()
-        .unwrap();
+    let reg = q.add(Signal::new(Signo::URG)).unwrap();
     raise(libc::SIGURG);
-    expect_events(&q, vec![ExpectEvent::key(Key::signal(libc::SIGURG, false))]);
+    expect_events(&q, vec![ExpectEvent::key(Key::signal(Signo::URG, false))]);
     drop(reg);
 }
 
@@ -78,11 +70,14 @@ fn s3_uncatchable_signals_fail_per_entry() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let q = Queue::new().unwrap();
     for signo in [libc::SIGKILL, libc::SIGSTOP, 0, -1, 1000] {
-        let added = q.add(Signal::new(signo).nomask()).unwrap();
+        let err = q
+            .add(Signal::new(Signo::from_raw(signo)).nomask())
+            .unwrap_err();
         assert_eq!(
-            added.error().and_then(|e| e.raw_os_error()),
-            Some(libc::EINVAL),
-            "signal {signo}: {added:?}"
+            err.error().errno(),
+            Some(Errno::EINVAL),
+            "signal {signo}: {err:?}"
         );
+        assert!(err.event().is_some_and(|e| e.is_broken()), "{err:?}");
     }
 }

@@ -5,7 +5,7 @@ mod util;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -38,12 +38,12 @@ fn s3_ready_socket_is_returned_by_add_and_not_registered() {
     let (a, mut b) = pair();
     b.write_all(b"x").unwrap();
     match q
-        .add(Socket::new(&a, SocketEvents::RECV).cookie(7))
+        .add_or_ready(Socket::new(&a, SocketEvents::RECV).token(7))
         .unwrap()
     {
         Added::Ready { event, fd } => {
             assert_eq!(event.ret_flags(), RetFlags::DONE);
-            assert_eq!(event.cookie(), 7);
+            assert_eq!(event.token(), 7);
             assert!(matches!(
                 event.kind(),
                 EventKind::Socket {
@@ -69,8 +69,6 @@ fn s4_always_queue_registers_a_ready_socket() {
     b.write_all(b"x").unwrap();
     let reg = q
         .add(Socket::new(&a, SocketEvents::RECV).flags(ReqFlags::ALWAYS_QUEUE))
-        .unwrap()
-        .registration()
         .expect("ALWAYS_QUEUE registers");
     let seen = expect_events(&q, vec![readable(&a)]);
     assert!(!seen[0].is_done(), "still registered");
@@ -82,11 +80,7 @@ fn s4_always_queue_registers_a_ready_socket() {
 fn d7_level_is_delivered_by_every_wait_until_drained() {
     let q = Queue::new().unwrap();
     let (mut a, mut b) = pair();
-    let _reg = q
-        .add(Socket::new(&a, SocketEvents::RECV))
-        .unwrap()
-        .registration()
-        .unwrap();
+    let _reg = q.add(Socket::new(&a, SocketEvents::RECV)).unwrap();
     expect_no_events(&q, QUIET);
     b.write_all(b"hello").unwrap();
     expect_events(&q, vec![readable(&a)]);
@@ -102,8 +96,6 @@ fn s4_edge_is_delivered_once_per_new_readiness() {
     let (a, mut b) = pair();
     let _reg = q
         .add(Socket::new(&a, SocketEvents::RECV).flags(ReqFlags::ET))
-        .unwrap()
-        .registration()
         .unwrap();
     b.write_all(b"1").unwrap();
     expect_events(&q, vec![readable(&a)]);
@@ -119,8 +111,6 @@ fn s4_oneshot_is_delivered_once_then_done() {
     let (a, mut b) = pair();
     let reg = q
         .add(Socket::new(&a, SocketEvents::RECV).flags(ReqFlags::ONESHOT))
-        .unwrap()
-        .registration()
         .unwrap();
     b.write_all(b"1").unwrap();
     let seen = expect_events(&q, vec![readable(&a)]);
@@ -130,7 +120,7 @@ fn s4_oneshot_is_delivered_once_then_done() {
     let fd = reg.remove().unwrap();
     assert_eq!(fd.as_raw_fd(), a.as_raw_fd());
     // The key is free again.
-    let again = q.add(Socket::new(&a, SocketEvents::RECV)).unwrap();
+    let again = q.add_or_ready(Socket::new(&a, SocketEvents::RECV)).unwrap();
     assert!(matches!(again, Added::Ready { .. }), "{again:?}");
 }
 
@@ -138,11 +128,7 @@ fn s4_oneshot_is_delivered_once_then_done() {
 fn d10_dropping_the_registration_removes_the_kevent() {
     let q = Queue::new().unwrap();
     let (a, mut b) = pair();
-    let reg = q
-        .add(Socket::new(&a, SocketEvents::RECV))
-        .unwrap()
-        .registration()
-        .unwrap();
+    let reg = q.add(Socket::new(&a, SocketEvents::RECV)).unwrap();
     b.write_all(b"x").unwrap();
     drop(reg);
     expect_no_events(&q, QUIET);
@@ -162,16 +148,12 @@ fn d10_a_stale_registration_never_removes_a_newer_one() {
     let (a, mut b) = pair();
     let old = q
         .add(Socket::new(&a, SocketEvents::RECV).flags(ReqFlags::ONESHOT))
-        .unwrap()
-        .registration()
         .unwrap();
     b.write_all(b"x").unwrap();
     expect_events(&q, vec![readable(&a)]);
     // The oneshot is gone; the same key is added again (level, ALWAYS_QUEUE: still ready).
     let new = q
         .add(Socket::new(&a, SocketEvents::RECV).flags(ReqFlags::ALWAYS_QUEUE))
-        .unwrap()
-        .registration()
         .unwrap();
     drop(old); // must not REMOVE the new registration
     expect_events(&q, vec![readable(&a)]);
@@ -184,17 +166,13 @@ fn d10_an_owned_stream_lives_in_the_registration() {
     let q = Queue::new().unwrap();
     let (a, mut b) = pair();
     let raw = a.as_raw_fd();
-    let reg = q
-        .add(Socket::new(a, SocketEvents::RECV).cookie(3))
-        .unwrap()
-        .registration()
-        .unwrap();
+    let reg = q.add(Socket::new(a, SocketEvents::RECV).token(3)).unwrap();
     assert_eq!(reg.get_ref().as_raw_fd(), raw);
     b.write_all(b"x").unwrap();
     expect_events(
         &q,
         vec![ExpectEvent::with(key(reg.get_ref()), "cookie 3", |e| {
-            e.cookie() == 3
+            e.token() == 3
         })],
     );
     let mut a = reg.remove().unwrap();
@@ -208,27 +186,16 @@ fn s3_per_entry_failures_are_data() {
     let q = Queue::new().unwrap();
     let (r, _w) = util::pipe();
     // A pipe is not a socket.
-    match q.add(Socket::new(&r, SocketEvents::RECV)).unwrap() {
-        Added::Failed { error, event, .. } => {
-            assert_eq!(error.raw_os_error(), Some(libc::EINVAL));
-            assert!(event.is_broken() && event.is_done());
-        }
-        other => panic!("expected Failed, got {other:?}"),
-    }
+    let err = q.add(Socket::new(&r, SocketEvents::RECV)).unwrap_err();
+    assert_eq!(err.error().raw_os_error(), Some(libc::EINVAL));
+    assert!(err.event().is_some_and(|e| e.is_broken() && e.is_done()));
+    assert_eq!(err.fd().as_raw_fd(), r.as_raw_fd(), "the holder comes back");
     let (a, _b) = pair();
-    let _first = q
-        .add(Socket::new(&a, SocketEvents::RECV))
-        .unwrap()
-        .registration()
-        .unwrap();
+    let _first = q.add(Socket::new(&a, SocketEvents::RECV)).unwrap();
     let dup = q
         .add(Socket::new(&a, SocketEvents::SEND | SocketEvents::RECV))
-        .unwrap();
-    assert_eq!(
-        dup.error().and_then(|e| e.raw_os_error()),
-        Some(libc::EEXIST),
-        "{dup:?}"
-    );
+        .unwrap_err();
+    assert_eq!(dup.error().raw_os_error(), Some(libc::EEXIST), "{dup:?}");
 }
 
 #[test]
@@ -237,43 +204,100 @@ fn s3_add_all_reports_each_entry_in_order() {
     let (ready, mut w) = pair();
     w.write_all(b"x").unwrap();
     let (idle, _w2) = pair();
-    let out = q
-        .add_all([
-            Socket::new(&ready, SocketEvents::RECV),
-            Socket::new(&idle, SocketEvents::RECV),
-            Socket::new(&idle, SocketEvents::RECV),
-        ])
-        .unwrap();
+    let out = q.add_all([
+        Socket::new(&ready, SocketEvents::RECV),
+        Socket::new(&idle, SocketEvents::RECV),
+        Socket::new(&idle, SocketEvents::RECV),
+    ]);
     assert_eq!(out.len(), 3);
-    assert!(matches!(out[0], Added::Ready { .. }), "{:?}", out[0]);
-    assert!(out[1].is_registered(), "{:?}", out[1]);
-    assert_eq!(
-        out[2].error().and_then(|e| e.raw_os_error()),
-        Some(libc::EEXIST)
+    assert!(
+        out[0].is_ok(),
+        "ready at once: registered and queued {:?}",
+        out[0]
     );
+    assert!(out[1].is_ok(), "{:?}", out[1]);
+    match &out[2] {
+        Err(e) => {
+            assert_eq!(e.error().raw_os_error(), Some(libc::EEXIST));
+            assert_eq!(e.fd().as_raw_fd(), idle.as_raw_fd());
+        }
+        Ok(r) => panic!("a repeated key registered: {r:?}"),
+    }
+    expect_events(&q, vec![readable(&ready)]);
+}
+
+/// Issue 23, item 2: a connection that already has data when it is added is registered and
+/// its event queued (P30), never returned and dropped.
+#[test]
+fn p30_a_ready_owned_stream_is_registered_and_queued() {
+    let q = Queue::new().unwrap();
+    let (a, mut b) = pair();
+    b.write_all(b"x").unwrap();
+    let mut reg = q
+        .add(Socket::new(a, SocketEvents::RECV).flags(ReqFlags::ONESHOT))
+        .expect("registered although ready");
+    assert!(
+        reg.flags()
+            .contains(ReqFlags::ONESHOT | ReqFlags::ALWAYS_QUEUE)
+    );
+    let key = key(reg.get_ref());
+    let seen = expect_events(&q, vec![ExpectEvent::key(key)]);
+    assert!(seen[0].is_done(), "ONESHOT kept: {:?}", seen[0]);
+    let mut buf = [0; 4];
+    assert_eq!(reg.get_mut().read(&mut buf).unwrap(), 1, "&mut access");
+    assert_eq!(reg.as_fd().as_raw_fd(), reg.get_ref().as_raw_fd());
+}
+
+/// A failed ADD of an owned stream hands the stream back; `?` turns the error into
+/// `kevent::Error`, `io::Error` or a boxed error, whatever the holder's lifetime.
+#[test]
+fn p30_a_failed_owned_source_comes_back() {
+    fn register(q: &Queue, s: UnixStream) -> kevent::Result<kevent::Registration<UnixStream>> {
+        Ok(q.add(Socket::new(s, SocketEvents::RECV))?)
+    }
+    fn borrowed(q: &Queue, s: &UnixStream) -> Result<(), Box<dyn std::error::Error>> {
+        let _reg = q.add(Socket::new(s, SocketEvents::RECV))?;
+        let _again = q.add(Socket::new(s, SocketEvents::RECV))?;
+        Ok(())
+    }
+    let q = Queue::new().unwrap();
+    let (r, _w) = util::pipe();
+    let err = q.add(Socket::new(r, SocketEvents::RECV)).unwrap_err();
+    let r: std::os::fd::OwnedFd = err.into_fd();
+    assert!(r.as_raw_fd() >= 0);
+    let (a, _b) = pair();
+    let reg = register(&q, a).unwrap();
+    let e = borrowed(&q, reg.get_ref()).unwrap_err();
+    assert!(e.to_string().contains("KEVENT_CTL_ADD"), "{e}");
+    let io: std::io::Error = q
+        .add(kevent::Inode::new(
+            reg.remove().unwrap(),
+            kevent::InodeEvents::CREATE,
+        ))
+        .unwrap_err()
+        .into();
+    assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput);
+    let inner = io.get_ref().and_then(|e| e.downcast_ref::<kevent::Error>());
+    assert_eq!(inner.and_then(|e| e.errno()), Some(kevent::Errno::EINVAL));
 }
 
 #[test]
 fn s3_modify_replaces_events_flags_and_cookie() {
     let q = Queue::new().unwrap();
     let (a, _b) = pair();
-    let mut reg = q
-        .add(Socket::new(&a, SocketEvents::RECV).cookie(1))
-        .unwrap()
-        .registration()
-        .unwrap();
+    let mut reg = q.add(Socket::new(&a, SocketEvents::RECV).token(1)).unwrap();
     expect_no_events(&q, QUIET);
     reg.modify()
         .events(SocketEvents::SEND)
-        .cookie(2)
+        .token(2)
         .apply()
         .unwrap();
-    assert_eq!(reg.cookie(), 2);
+    assert_eq!(reg.token(), 2);
     assert_eq!(reg.event_mask(), SocketEvents::SEND.bits());
     expect_events(
         &q,
         vec![ExpectEvent::with(key(&a), "SEND, cookie 2", |e| {
-            e.cookie() == 2
+            e.token() == 2
                 && matches!(
                     e.kind(),
                     EventKind::Socket {
@@ -291,12 +315,10 @@ fn s3_modify_of_a_delivered_oneshot_is_enoent() {
     let (a, mut b) = pair();
     let mut reg = q
         .add(Socket::new(&a, SocketEvents::RECV).flags(ReqFlags::ONESHOT))
-        .unwrap()
-        .registration()
         .unwrap();
     b.write_all(b"x").unwrap();
     expect_events(&q, vec![readable(&a)]);
-    let err = reg.modify().cookie(5).apply().unwrap_err();
+    let err = reg.modify().token(5).apply().unwrap_err();
     assert_eq!(err.op(), kevent::Op::Modify);
     assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
 }
@@ -308,31 +330,25 @@ fn s3_modify_of_a_delivered_oneshot_is_enoent() {
 fn d14_per_entry_results_of_modify_and_remove_reach_the_user() {
     let q = Queue::new().unwrap();
     let (a, mut b) = pair();
-    let mut reg = q
-        .add(Socket::new(&a, SocketEvents::RECV).cookie(1))
-        .unwrap()
-        .registration()
-        .unwrap();
+    let mut reg = q.add(Socket::new(&a, SocketEvents::RECV).token(1)).unwrap();
     let err = reg
         .modify()
         .flags(ReqFlags::from_bits_retain(0x4000))
-        .cookie(2)
+        .token(2)
         .apply()
         .unwrap_err();
     assert_eq!(err.op(), kevent::Op::Modify);
     assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
-    assert_eq!(reg.cookie(), 1, "a failed MODIFY changes nothing");
+    assert_eq!(reg.token(), 1, "a failed MODIFY changes nothing");
     b.write_all(b"x").unwrap();
     expect_events(
         &q,
         vec![ExpectEvent::with(key(&a), "RECV, cookie 1", |e| {
-            e.cookie() == 1
+            e.token() == 1
         })],
     );
     let oneshot = q
         .add(User::new(3).flags(ReqFlags::ONESHOT | ReqFlags::READY))
-        .unwrap()
-        .registration()
         .unwrap();
     expect_events(&q, vec![ExpectEvent::key(Key::user(3)), readable(&a)]);
     oneshot
@@ -351,20 +367,18 @@ fn d17_modify_reevaluates_the_socket() {
     let (a, mut b) = pair();
     let mut reg = q
         .add(Socket::new(&a, SocketEvents::RECV).flags(ReqFlags::ET))
-        .unwrap()
-        .registration()
         .unwrap();
     assert!(reg.ready().unwrap());
-    reg.modify().cookie(4).apply().unwrap();
+    reg.modify().token(4).apply().unwrap();
     expect_no_events(&q, QUIET);
     b.write_all(b"x").unwrap();
     expect_events(&q, vec![readable(&a)]);
     expect_no_events(&q, QUIET);
-    reg.modify().cookie(5).apply().unwrap();
+    reg.modify().token(5).apply().unwrap();
     expect_events(
         &q,
         vec![ExpectEvent::with(key(&a), "RECV, cookie 5", |e| {
-            e.cookie() == 5
+            e.token() == 5
         })],
     );
     expect_no_events(&q, QUIET);
@@ -375,9 +389,7 @@ fn s5_listener_reports_accept() {
     let q = Queue::new().unwrap();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let _reg = q
-        .add(Socket::new(&l, SocketEvents::ACCEPT).cookie(9))
-        .unwrap()
-        .registration()
+        .add(Socket::new(&l, SocketEvents::ACCEPT).token(9))
         .unwrap();
     let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     expect_events(
@@ -398,11 +410,7 @@ fn s5_listener_reports_accept() {
 fn s5_peer_close_reads_as_recv() {
     let q = Queue::new().unwrap();
     let (a, b) = pair();
-    let _reg = q
-        .add(Socket::new(&a, SocketEvents::RECV))
-        .unwrap()
-        .registration()
-        .unwrap();
+    let _reg = q.add(Socket::new(&a, SocketEvents::RECV)).unwrap();
     drop(b);
     expect_events(&q, vec![readable(&a)]);
 }

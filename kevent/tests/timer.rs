@@ -40,11 +40,7 @@ fn s5_oneshot_timer_fires_once_and_never_early() {
         let d = Duration::from_millis(15) + Duration::from_nanos(i);
         let before_ms = monotonic_ms();
         let start = Instant::now();
-        let reg = q
-            .add(Timer::oneshot(d).cookie(i))
-            .unwrap()
-            .registration()
-            .unwrap();
+        let reg = q.add(Timer::oneshot(d).token(i)).unwrap();
         let seen = expect_events(&q, vec![ExpectEvent::key(timer_key(d))]);
         let elapsed = start.elapsed();
         assert!(elapsed >= d, "fired early: {elapsed:?} < {d:?}");
@@ -53,7 +49,7 @@ fn s5_oneshot_timer_fires_once_and_never_early() {
             "a oneshot is unregistered: {:?}",
             seen[0]
         );
-        assert_eq!(seen[0].cookie(), i);
+        assert_eq!(seen[0].token(), i);
         assert_eq!(expirations(&seen[0]), 1);
         if let EventKind::Timer {
             expired_at_ms,
@@ -78,11 +74,11 @@ fn d8_periodic_timer_keeps_firing_and_counts_missed_periods() {
     let q = Queue::new().unwrap();
     let period = Duration::from_millis(10);
     let start = Instant::now();
-    let _reg = q.add(Timer::new(period)).unwrap().registration().unwrap();
+    let _reg = q.add(Timer::new(period)).unwrap();
     let mut events = Events::with_capacity(8);
     let mut total = 0u64;
     while total < 6 {
-        q.get_events(&mut events, 1, Timeout::FOREVER).unwrap();
+        q.wait(&mut events, Timeout::FOREVER).unwrap();
         for e in &events {
             assert_eq!(e.key(), timer_key(period));
             assert!(!e.is_done(), "periodic stays registered");
@@ -93,7 +89,7 @@ fn d8_periodic_timer_keeps_firing_and_counts_missed_periods() {
     }
     // Missed periods are coalesced into one event with their count (D8).
     std::thread::sleep(period * 5);
-    q.get_events(&mut events, 1, Timeout::FOREVER).unwrap();
+    q.wait(&mut events, Timeout::FOREVER).unwrap();
     assert_eq!(events.len(), 1);
     let n = events.get(0).map(|e| expirations(&e)).unwrap_or(0);
     assert!(n >= 4, "expected coalesced expirations, got {n}");
@@ -103,38 +99,25 @@ fn d8_periodic_timer_keeps_firing_and_counts_missed_periods() {
 fn s3_timer_id_collisions_and_bad_intervals_are_per_entry_failures() {
     let q = Queue::new().unwrap();
     let d = Duration::from_secs(3600);
-    let _first = q.add(Timer::new(d)).unwrap().registration().unwrap();
-    let dup = q.add(Timer::new(d)).unwrap();
-    assert_eq!(
-        dup.error().and_then(|e| e.raw_os_error()),
-        Some(libc::EEXIST)
-    );
-    let other = q.add(Timer::new(d + Duration::from_nanos(1))).unwrap();
-    assert!(other.is_registered(), "one nanosecond apart is another key");
-    let zero = q.add(Timer::new(Duration::ZERO)).unwrap();
-    assert_eq!(
-        zero.error().and_then(|e| e.raw_os_error()),
-        Some(libc::EINVAL)
-    );
+    let _first = q.add(Timer::new(d)).unwrap();
+    let dup = q.add(Timer::new(d)).unwrap_err();
+    assert_eq!(dup.error().raw_os_error(), Some(libc::EEXIST));
+    let other = q.add(Timer::new(d + Duration::from_nanos(1)));
+    assert!(other.is_ok(), "one nanosecond apart is another key");
+    let zero = q.add(Timer::new(Duration::ZERO)).unwrap_err();
+    assert_eq!(zero.error().raw_os_error(), Some(libc::EINVAL));
     let huge = q
         .add(Timer::new(Duration::from_secs(u64::from(u32::MAX) + 1)))
-        .unwrap();
-    assert_eq!(
-        huge.error().and_then(|e| e.raw_os_error()),
-        Some(libc::EINVAL)
-    );
-    let max = q.add(Timer::new(Duration::MAX)).unwrap();
-    assert!(max.error().is_some());
+        .unwrap_err();
+    assert_eq!(huge.error().raw_os_error(), Some(libc::EINVAL));
+    let max = q.add(Timer::new(Duration::MAX)).unwrap_err();
+    assert_eq!(max.error().errno(), Some(kevent::Errno::EINVAL));
 }
 
 #[test]
 fn s4_removed_timer_never_fires() {
     let q = Queue::new().unwrap();
-    let reg = q
-        .add(Timer::oneshot(Duration::from_millis(10)))
-        .unwrap()
-        .registration()
-        .unwrap();
+    let reg = q.add(Timer::oneshot(Duration::from_millis(10))).unwrap();
     drop(reg);
     expect_no_events(&q, Duration::from_millis(40));
 }
@@ -156,7 +139,7 @@ fn d9_posix_timer_interval_keeps_firing_with_its_cookie() {
     while total < 3 {
         let seen = expect_events(
             &q,
-            vec![ExpectEvent::with(key, "cookie", |e| e.cookie() == 0xabc)],
+            vec![ExpectEvent::with(key, "cookie", |e| e.token() == 0xabc)],
         );
         total += expirations(&seen[0]);
         assert!(
@@ -167,7 +150,7 @@ fn d9_posix_timer_interval_keeps_firing_with_its_cookie() {
     t.disarm().unwrap();
     // Drain an expiry that may have raced the disarm, then nothing.
     let mut events = Events::with_capacity(4);
-    q.get_events(&mut events, 1, Timeout::NOW).unwrap();
+    q.wait(&mut events, Timeout::NOW).unwrap();
     expect_no_events(&q, Duration::from_millis(40));
     t.delete().unwrap();
 }

@@ -12,17 +12,13 @@ const QUIET: Duration = Duration::from_millis(50);
 #[test]
 fn s5_user_event_is_ready_only_when_marked() {
     let q = Queue::new().unwrap();
-    let reg = q
-        .add(User::new(42).cookie(4200))
-        .unwrap()
-        .registration()
-        .unwrap();
+    let reg = q.add(User::new(42).token(4200)).unwrap();
     expect_no_events(&q, QUIET);
     assert!(reg.ready().unwrap());
     let seen = expect_events(
         &q,
         vec![ExpectEvent::with(Key::user(42), "cookie", |e| {
-            e.cookie() == 4200
+            e.token() == 4200
         })],
     );
     assert_eq!(seen[0].kind(), EventKind::User { id: 42 });
@@ -33,7 +29,7 @@ fn s5_user_event_is_ready_only_when_marked() {
 #[test]
 fn s4_marks_before_a_delivery_coalesce() {
     let q = Queue::new().unwrap();
-    let _reg = q.add(User::new(1)).unwrap().registration().unwrap();
+    let _reg = q.add(User::new(1)).unwrap();
     for _ in 0..5 {
         q.ready(&[Key::user(1)]).unwrap();
     }
@@ -44,8 +40,8 @@ fn s4_marks_before_a_delivery_coalesce() {
 #[test]
 fn s3_ready_reports_missing_keys_in_order() {
     let q = Queue::new().unwrap();
-    let _a = q.add(User::new(1)).unwrap().registration().unwrap();
-    let _b = q.add(User::new(3)).unwrap().registration().unwrap();
+    let _a = q.add(User::new(1)).unwrap();
+    let _b = q.add(User::new(3)).unwrap();
     let out = q
         .ready(&[Key::user(9), Key::user(1), Key::user(8), Key::user(3)])
         .unwrap();
@@ -65,7 +61,7 @@ fn s3_ready_reports_missing_keys_in_order() {
 fn s4_req_ready_queues_at_add() {
     let q = Queue::new().unwrap();
     let added = q
-        .add(User::new(5).flags(ReqFlags::READY | ReqFlags::ONESHOT))
+        .add_or_ready(User::new(5).flags(ReqFlags::READY | ReqFlags::ONESHOT))
         .unwrap();
     assert!(
         added.is_registered(),
@@ -83,7 +79,7 @@ fn s3_wake_returns_a_waiter_with_nothing() {
     std::thread::scope(|s| {
         let waiter = s.spawn(|| {
             let mut events = Events::with_capacity(4);
-            q.get_events(&mut events, 1, Timeout::FOREVER).unwrap()
+            q.wait(&mut events, Timeout::FOREVER).unwrap()
         });
         std::thread::sleep(Duration::from_millis(30));
         q.wake().unwrap();
@@ -94,20 +90,14 @@ fn s3_wake_returns_a_waiter_with_nothing() {
     q.wake().unwrap();
     let mut events = Events::with_capacity(4);
     let t = Instant::now();
-    assert_eq!(
-        q.get_events(&mut events, 1, Duration::from_secs(5))
-            .unwrap(),
-        0
-    );
+    assert_eq!(q.wait(&mut events, Duration::from_secs(5)).unwrap(), 0);
     assert!(t.elapsed() < Duration::from_secs(2));
 }
 
 #[test]
 fn s4_each_ready_kevent_goes_to_one_of_many_waiters() {
     let q = Queue::new().unwrap();
-    let regs: Vec<_> = (0..64)
-        .map(|i| q.add(User::new(i)).unwrap().registration().unwrap())
-        .collect();
+    let regs: Vec<_> = (0..64).map(|i| q.add(User::new(i)).unwrap()).collect();
     let keys: Vec<Key> = (0..64).map(Key::user).collect();
     let seen = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
@@ -115,9 +105,7 @@ fn s4_each_ready_kevent_goes_to_one_of_many_waiters() {
             s.spawn(|| {
                 let mut events = Events::with_capacity(8);
                 loop {
-                    let n = q
-                        .get_events(&mut events, 1, Duration::from_millis(200))
-                        .unwrap();
+                    let n = q.wait(&mut events, Duration::from_millis(200)).unwrap();
                     if n == 0 {
                         return;
                     }

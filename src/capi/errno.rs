@@ -54,6 +54,18 @@ pub(crate) fn c_return<T: CValue>(r: Result<T, Errno>) -> c_int {
     }
 }
 
+/// As [`c_return`] for the calls that return a `long long` (a 64-bit id): the value, or `-1`
+/// with `errno`; a value above `LLONG_MAX` is `-1`/`EOVERFLOW`.
+pub(crate) fn c_return_ll(r: Result<u64, Errno>) -> std::os::raw::c_longlong {
+    match r.and_then(|v| std::os::raw::c_longlong::try_from(v).map_err(|_| Errno::EOVERFLOW)) {
+        Ok(v) => v,
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,6 +84,17 @@ mod tests {
         assert_eq!(c_return::<u32>(Err(Errno::EBADF)), -1);
         assert_eq!(Errno::last(), Errno::EBADF);
         assert_eq!(c_return(Ok(u32::MAX)), -1);
+        assert_eq!(Errno::last(), Errno::EOVERFLOW);
+    }
+
+    #[test]
+    fn long_long_return_is_the_value_or_minus_one_and_errno() {
+        set_errno(Errno::EAGAIN);
+        assert_eq!(c_return_ll(Ok(1 << 40)), 1 << 40);
+        assert_eq!(Errno::last(), Errno::EAGAIN);
+        assert_eq!(c_return_ll(Err(Errno::ENOSYS)), -1);
+        assert_eq!(Errno::last(), Errno::ENOSYS);
+        assert_eq!(c_return_ll(Ok(u64::MAX)), -1);
         assert_eq!(Errno::last(), Errno::EOVERFLOW);
     }
 }

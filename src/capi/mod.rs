@@ -2,6 +2,7 @@
 //! `<kevent/kevent.h>`.
 //!
 //! * [`calls`]: the five ABI calls of spec section 3.
+//! * [`aio`]: `kevent_aio_sendfile` (D18).
 //! * [`posix_timer`]: `kevent_timer_create` and friends (`SIGEV_KEVENT`).
 //! * [`backend`]: `kevent_backend()`, `kevent_backend_unavailable()`.
 //!
@@ -14,6 +15,7 @@
 //! A panic that reaches an `extern "C"` boundary aborts the process, so nothing reachable from
 //! these functions unwraps or indexes out of bounds.
 
+pub mod aio;
 pub mod backend;
 pub mod calls;
 mod errno;

@@ -19,6 +19,7 @@ mod bad_input;
 mod d10_fd_reuse;
 mod d11_fork;
 mod d17_state_reevaluation;
+mod d18_aio;
 mod differential_epoll;
 mod faults;
 mod model;

@@ -1,6 +1,6 @@
 //! Model-based testing: a pure-Rust reference model of one queue (registry keyed by
 //! `(type, id)`, ready marks, the ring's producer/consumer positions) and randomized operation
-//! sequences (ADD, REMOVE, MODIFY, READY, READY(0), get_events, wait, commit, poll) run
+//! sequences (ADD, REMOVE, MODIFY, READY, READY(0), get_events, wait, commit, poll, AIO) run
 //! against the engine through `Backend`, every result checked against the model. A
 //! failing sequence is shrunk (chunks, then single operations, then smaller operations) to a
 //! minimal one, printed with its seed.
@@ -9,7 +9,10 @@
 //! so they behave as READY-marked occurrences: real expiries need a real clock, which the
 //! engine does not let a test replace; timer expiry is covered by `s5_timer.rs`). Lookups
 //! also use a type that is never registered with the same ids (D3), and ADD also gets
-//! entries of types that must fail with `-ENOSYS` (D2).
+//! entries of types that must fail with `-ENOSYS` (D2). AIO requests (D18) join them as
+//! `kevent_aio_sendfile` of 0 bytes: a ONESHOT event ready at once, under the id the call
+//! returned (unique in the queue), which REMOVE, READY and MODIFY then name; MODIFY never
+//! takes ONESHOT from it (P36). On a backend without the call it must answer `ENOSYS` (P37).
 //!
 //! The model is written from the spec, not from the engine: the ring is kept as absolute
 //! positions `K` (producer) and `U` (consumer), `ring_kidx = K mod n`, `ring_over = U div n`,
@@ -38,12 +41,33 @@ enum Kind {
     Timer,
     /// INODE with id `id`: never registered, so every lookup misses (D3).
     Ghost,
+    /// AIO: the `id % n`-th request this queue started (a `count == 0` transfer, complete
+    /// at once, D18), or an id no request has when there is none.
+    Aio,
 }
 
 type Key = (u32, u64);
 
+thread_local! {
+    /// The ids `kevent_aio_sendfile` returned in the current sequence, in order (the engine
+    /// chooses them; the model only learns them).
+    static AIO_IDS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An AIO id no request of a sequence has (its ids are far smaller).
+const AIO_GHOST: u64 = 1 << 40;
+
 fn key(kind: Kind, id: u8) -> Key {
     match kind {
+        Kind::Aio => AIO_IDS.with(|ids| {
+            let ids = ids.borrow();
+            let aio = if ids.is_empty() {
+                AIO_GHOST + u64::from(id)
+            } else {
+                ids[id as usize % ids.len()]
+            };
+            (KEVENT_AIO, aio)
+        }),
         Kind::User => (KEVENT_UNOTIFY, id as u64),
         Kind::Timer => (
             KEVENT_TIMER,
@@ -111,6 +135,9 @@ enum Op {
     },
     /// poll(2) on the queue fd.
     Poll,
+    /// `kevent_aio_sendfile` of 0 bytes (D18): a new request whose one event is ready at
+    /// once (`ENOSYS` on a backend without AIO, P37).
+    Aio,
 }
 
 /// Request flags ADD draws from (no LAST_CHECK: it has no meaning for these types).
@@ -137,9 +164,10 @@ fn gen_kind(r: &mut Rng) -> Kind {
 }
 
 fn gen_lookup(r: &mut Rng) -> (Kind, u8) {
-    let kind = match r.below(10) {
+    let kind = match r.below(12) {
         0 => Kind::Ghost,
         1 | 2 => Kind::Timer,
+        3 | 4 => Kind::Aio,
         _ => Kind::User,
     };
     (kind, r.below(8) as u8)
@@ -207,6 +235,7 @@ fn gen_op(r: &mut Rng) -> Op {
             new_uidx: r.below(20) as u8,
             over_delta: r.below(4) as i8 - 2,
         },
+        97 | 98 => Op::Aio,
         _ => Op::Poll,
     }
 }
@@ -281,6 +310,12 @@ fn deliver(m: &mut Model, e: &ukevent, seen: &mut BTreeSet<Key>) -> Result<Key, 
     if e.ret_flags & KEVENT_RET_BROKEN != 0 {
         return Err(format!("delivered BROKEN {e:?}"));
     }
+    if k.0 == KEVENT_AIO && e.ret_data != [0, 0] {
+        return Err(format!(
+            "a 0-byte transfer reported {:?} bytes: {e:?}",
+            e.ret_data
+        ));
+    }
     if reg.req & KEVENT_REQ_ONESHOT != 0 {
         m.regs.remove(&k);
     } else if let Some(r) = m.regs.get_mut(&k) {
@@ -299,6 +334,19 @@ macro_rules! check {
             return Err(format!($($fmt)+));
         }
     };
+}
+
+/// A connected stream socket and a regular file open for reading, for the 0-byte transfers
+/// of [`Op::Aio`] (they send nothing, so one pair serves every sequence of the process).
+fn aio_fds() -> (i32, i32) {
+    use std::os::fd::{AsRawFd, OwnedFd};
+    static FDS: std::sync::OnceLock<(OwnedFd, OwnedFd, std::fs::File)> = std::sync::OnceLock::new();
+    let (a, _b, f) = FDS.get_or_init(|| {
+        let (a, b) = socketpair();
+        let f = std::fs::File::open("/proc/self/exe").expect("open /proc/self/exe");
+        (a, b, f)
+    });
+    (a.as_raw_fd(), f.as_raw_fd())
 }
 
 /// Runs `op` on the engine and the model; `Err` describes the first disagreement.
@@ -430,7 +478,12 @@ fn step(q: &Queue, m: &mut Model, op: &Op) -> Result<(), String> {
             check!(n == 0, "MODIFY returned {n} (D14: 0)");
             match m.regs.get_mut(&k) {
                 Some(r) => {
-                    r.req = *req;
+                    // D18: a request is gone after its one event, whatever MODIFY says.
+                    r.req = if k.0 == KEVENT_AIO {
+                        *req | KEVENT_REQ_ONESHOT
+                    } else {
+                        *req
+                    };
                     r.cookie = *cookie;
                     r.event = *event;
                     check!(
@@ -597,6 +650,37 @@ fn step(q: &Queue, m: &mut Model, op: &Op) -> Result<(), String> {
                 r.u += released;
             }
         }
+        Op::Aio => {
+            let (sock, file) = aio_fds();
+            let r = q.b.aio_sendfile(q.fd, sock, file, 0, 0);
+            if !q.b.has_aio() {
+                check!(
+                    r == Err(Errno::ENOSYS),
+                    "AIO without the call: {r:?}, not ENOSYS"
+                );
+                return Ok(());
+            }
+            let id = r.map_err(|e| format!("kevent_aio_sendfile: {e:?}"))?;
+            let fresh = AIO_IDS.with(|ids| {
+                let mut ids = ids.borrow_mut();
+                let fresh = id > 0 && id < AIO_GHOST && !ids.contains(&id);
+                ids.push(id);
+                fresh
+            });
+            check!(
+                fresh,
+                "AIO id {id} is 0, too large, or not unique in this queue"
+            );
+            m.regs.insert(
+                (KEVENT_AIO, id),
+                Reg {
+                    req: KEVENT_REQ_ONESHOT,
+                    cookie: 0,
+                    event: KEVENT_MASK_ALL,
+                    ready: true,
+                },
+            );
+        }
         Op::Poll => {
             let readable = poll_now(q.fd, libc::POLLIN) & libc::POLLIN != 0;
             let ready = ready_count(m) > 0;
@@ -629,6 +713,7 @@ fn step(q: &Queue, m: &mut Model, op: &Op) -> Result<(), String> {
 
 /// Runs a whole sequence on a fresh queue; `Err((index, why))` at the first disagreement.
 fn run(b: Backend, ring: Option<u32>, ops: &[Op]) -> Result<(), (usize, String)> {
+    AIO_IDS.with(|ids| ids.borrow_mut().clear());
     let q = match ring {
         Some(n) => Queue::with_ring(b, n),
         None => Queue::new(b),

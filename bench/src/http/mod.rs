@@ -31,6 +31,7 @@ pub mod loadgen;
 pub mod nginx;
 mod report;
 pub mod server;
+pub mod static_files;
 
 use std::fmt::Write as _;
 use std::io;

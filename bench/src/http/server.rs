@@ -32,7 +32,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kevent::{Added, Events, Queue, Registration, ReqFlags, Socket, SocketEvents};
+use kevent::{Events, Queue, Registration, ReqFlags, Socket, SocketEvents};
 use kevent_backend::Backend;
 use kevent_sys::{
     KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_CTL_REMOVE, KEVENT_REQ_ALWAYS_QUEUE,
@@ -199,12 +199,12 @@ impl Conn {
     }
 }
 
-fn find_head_end(b: &[u8]) -> Option<usize> {
+pub(super) fn find_head_end(b: &[u8]) -> Option<usize> {
     b.windows(4).position(|w| w == b"\r\n\r\n")
 }
 
 /// Accepts every pending connection (non-blocking, close-on-exec).
-fn accept_all(listener: RawFd, mut f: impl FnMut(RawFd)) {
+pub(super) fn accept_all(listener: RawFd, mut f: impl FnMut(RawFd)) {
     loop {
         // SAFETY: null address pointers: the peer address is not wanted.
         let fd = unsafe {
@@ -320,7 +320,7 @@ fn serve_epoll(lfd: RawFd, stop: &AtomicBool) -> ServerStats {
     st
 }
 
-fn socket_kevent(fd: RawFd, event: u32) -> ukevent {
+pub(super) fn socket_kevent(fd: RawFd, event: u32) -> ukevent {
     ukevent::new(
         KEVENT_SOCKET,
         kevent_id::from_raw([fd as u32, 0]),
@@ -414,21 +414,19 @@ fn serve_safe(backend: Backend, listener: &TcpListener, stop: &AtomicBool) -> Se
         .add(
             Socket::new(listener, SocketEvents::ACCEPT)
                 .flags(ReqFlags::ALWAYS_QUEUE)
-                .cookie(LISTENER),
+                .token(LISTENER),
         )
-        .expect("ADD listener")
-        .registration()
-        .expect("listener registered");
+        .expect("ADD listener");
     let lfd = listener.as_raw_fd();
     let mut conns: Vec<Option<(Registration<TcpStream>, Conn)>> = Vec::new();
     let mut events = Events::with_capacity(EVENTS);
     let mut accepted: Vec<TcpStream> = vec![];
     let timeout = Duration::from_millis(50);
     while !stop.load(Ordering::Relaxed) {
-        let _ = q.get_events(&mut events, 1, timeout);
+        let _ = q.wait(&mut events, timeout);
         st.waits += 1;
         for ev in &events {
-            if ev.cookie() == LISTENER {
+            if ev.token() == LISTENER {
                 accept_all(lfd, |c| {
                     if let Ok(fd) = os::owned(c) {
                         accepted.push(TcpStream::from(fd));
@@ -436,7 +434,7 @@ fn serve_safe(backend: Backend, listener: &TcpListener, stop: &AtomicBool) -> Se
                 });
                 continue;
             }
-            let fd = ev.cookie() as usize;
+            let fd = ev.token() as usize;
             let Some(Some((reg, conn))) = conns.get_mut(fd) else {
                 continue;
             };
@@ -470,19 +468,16 @@ fn serve_safe(backend: Backend, listener: &TcpListener, stop: &AtomicBool) -> Se
                 let fd = s.as_raw_fd();
                 Socket::new(s, SocketEvents::RECV)
                     .flags(ReqFlags::ALWAYS_QUEUE)
-                    .cookie(fd as u64)
+                    .token(fd as u64)
             });
-            for added in q.add_all(sources).unwrap_or_default() {
-                if let Added::Registered(reg) = added {
-                    let fd = reg.get_ref().as_raw_fd();
-                    let i = fd as usize;
-                    if conns.len() <= i {
-                        conns.resize_with(i + 1, || None);
-                    }
-                    conns[i] = Some((reg, Conn::new(fd, false)));
+            // A refused stream is handed back inside its error, dropped here: closed.
+            for reg in q.add_all(sources).into_iter().flatten() {
+                let fd = reg.get_ref().as_raw_fd();
+                let i = fd as usize;
+                if conns.len() <= i {
+                    conns.resize_with(i + 1, || None);
                 }
-                // Failed (or, impossible with ALWAYS_QUEUE, Ready): the stream handed back
-                // inside `added` is dropped, which closes it.
+                conns[i] = Some((reg, Conn::new(fd, false)));
             }
         }
     }

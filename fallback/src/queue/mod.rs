@@ -50,6 +50,7 @@ pub(crate) const SLICE_NS: u64 = 250_000_000;
 /// epoll events harvested per `epoll_wait`.
 const HARVEST: usize = 256;
 
+mod aio;
 mod deliver;
 mod ready;
 mod register;

@@ -47,7 +47,7 @@ impl State {
         if action == AddAction::ReturnReady {
             return match prepared.ready_now {
                 Some(Report::Ready(data)) => Ok(Some(data)),
-                Some(Report::Broken(err)) => Err(err),
+                Some(Report::Broken(err) | Report::BrokenAfter(_, err)) => Err(err),
                 None => Ok(Some([0, 0])),
             };
         }

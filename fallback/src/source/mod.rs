@@ -24,8 +24,10 @@
 //! | SIGNAL | a process-wide handler + one shared eventfd doorbell | none |
 //! | INODE | one inotify fd per queue | one inotify watch per directory |
 //! | UNOTIFY | the queue's wake eventfd | none |
+//! | AIO | created by `kevent_aio_sendfile` (D18), never by ADD: a worker thread sends the file (`aio`) | none (two fd duplicates while the transfer runs) |
 //! | NAIO, AIO, POSIX_TIMER by ADD, unknown | — | ADD answers `-ENOSYS` (**D2**) |
 
+pub(crate) mod aio;
 mod fd;
 mod inode;
 mod pipe;
@@ -60,6 +62,8 @@ pub(crate) enum Source {
     Inode(inode::Inode),
     /// UNOTIFY.
     User(user::User),
+    /// AIO (created by `kevent_aio_sendfile`, never by ADD).
+    Aio(aio::Aio),
 }
 
 /// The result of checking a ukevent for ADD.
@@ -110,6 +114,7 @@ pub(crate) struct Shared {
     pub(crate) timers: timer::Timers,
     signals: signal::Signals,
     inodes: inode::Watches,
+    pub(crate) aio: aio::Requests,
 }
 
 impl Shared {
@@ -118,6 +123,7 @@ impl Shared {
             timers: timer::Timers::new(),
             signals: signal::Signals::new(),
             inodes: inode::Watches::new(),
+            aio: aio::Requests::new(),
         }
     }
 
@@ -173,7 +179,7 @@ pub(crate) fn arm(slot: u32, cx: &mut QueueCx<'_>) -> Result<(), Errno> {
         Source::Timer(s) => s.arm(slot, &mut shared.timers, ep),
         Source::Signal(s) => s.arm(slot, &mut shared.signals, ep),
         Source::Inode(s) => s.arm(uk, slot, &mut shared.inodes, ep),
-        Source::User(_) => Ok(()),
+        Source::User(_) | Source::Aio(_) => Ok(()),
     }
 }
 
@@ -188,6 +194,7 @@ pub(crate) fn disarm(kev: &Kevent, slot: u32, stale: bool, cx: &mut QueueCx<'_>)
         Source::Signal(s) => s.disarm(slot, &mut shared.signals, ep),
         Source::Inode(s) => s.disarm(slot, &mut shared.inodes),
         Source::User(_) => {}
+        Source::Aio(s) => s.disarm(),
     }
 }
 
@@ -202,6 +209,7 @@ pub(crate) fn report(kev: &Kevent, fresh: Option<u32>) -> Option<(Report, bool)>
         Source::Signal(s) => Some((s.report(kev), false)),
         Source::Inode(s) => Some((s.report(kev), false)),
         Source::User(s) => Some((s.report(kev), false)),
+        Source::Aio(s) => s.report().map(|r| (r, false)),
     }
 }
 

@@ -8,6 +8,7 @@
 //! | [`timerfd`] | the queue's timerfd, and `clock_gettime` |
 //! | [`inotify`] | the queue's inotify fd and its watches |
 //! | [`fd`] | the internal fd floor; `fstat`, `poll`, `SO_ERROR`, `F_GETFL` of an fd |
+//! | [`aio`] | AIO transfers (D18): fd checks and duplicates, `pread`, non-blocking `send` without `SIGPIPE`, the worker's signal mask |
 //! | [`async_safe`] | the async-signal-safe subset: the **only** wrappers code in signal context (the signal handler, the fork child handlers) may call |
 //! | here | `pthread_atfork` (called by `crate::fork` alone) |
 //!
@@ -36,6 +37,7 @@
 //! error, never memory unsafety); each says so in its own `// SAFETY:` comment.
 #![allow(unsafe_code)]
 
+pub(crate) mod aio;
 pub(crate) mod async_safe;
 mod epoll;
 mod eventfd;

@@ -5,7 +5,8 @@
 //!
 //! 1. it advertises itself: `/sys/kernel/kevent/abi` holds `1` and
 //!    `/sys/kernel/kevent/syscalls` holds the five syscall numbers (init, ctl, get_events, wait,
-//!    commit), read by `sysfs.rs`; **and**
+//!    commit), followed by a sixth, `kevent_aio_sendfile`'s, on a kernel with native AIO
+//!    (D18), read by `sysfs.rs`; **and**
 //! 2. a `kevent_init(NULL, 0, 0)` probe through *those* numbers returns a queue fd (`probe.rs`;
 //!    the fd is closed again). `ENOSYS` or `EPERM` (seccomp) means: not available.
 //!

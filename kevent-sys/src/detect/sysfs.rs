@@ -1,7 +1,8 @@
 //! The kernel's advertisement: `<root>/abi` and `<root>/syscalls` (spec section 6).
 //!
 //! `abi` holds the ABI version (`1`); `syscalls` holds the five syscall numbers in the order
-//! init, ctl, get_events, wait, commit, separated by whitespace. Reading them issues no kevent
+//! init, ctl, get_events, wait, commit, followed on a kernel with native AIO by a sixth,
+//! `kevent_aio_sendfile`'s (D18), separated by whitespace. Reading them issues no kevent
 //! syscall: this is how detection learns the numbers *before* it calls any of them.
 
 use std::io;
@@ -68,41 +69,51 @@ pub(crate) fn parse_abi(path: &Path, content: &str) -> Result<(), Unavailable> {
     }
 }
 
-/// Parses the content of the `syscalls` file: exactly five distinct non-negative decimal
-/// numbers, in the order init, ctl, get_events, wait, commit.
+/// Parses the content of the `syscalls` file: five or six distinct non-negative decimal
+/// numbers, in the order init, ctl, get_events, wait, commit[, aio_sendfile].
 pub(crate) fn parse_syscalls(path: &Path, content: &str) -> Result<SyscallTable, Unavailable> {
     let bad = || Unavailable::Unparsable {
         path: path.to_path_buf(),
         content: content.to_owned(),
-        expected: "five distinct syscall numbers (init ctl get_events wait commit)",
+        expected: "five or six distinct syscall numbers \
+                   (init ctl get_events wait commit [aio_sendfile])",
     };
-    let mut nr = [0 as c_long; 5];
-    let mut words = content.split_whitespace();
-    for slot in &mut nr {
-        let word = words.next().ok_or_else(bad)?;
-        // Decimal digits only: no sign, no `0x`, so a number is read the one way the kernel
-        // printed it.
-        if word.is_empty() || !word.bytes().all(|b| b.is_ascii_digit()) {
+    let mut nr: Vec<c_long> = Vec::with_capacity(6);
+    for word in content.split_whitespace() {
+        if nr.len() == 6 {
             return Err(bad());
         }
-        *slot = word.parse().map_err(|_| bad())?;
-    }
-    if words.next().is_some() {
-        return Err(bad());
+        // Decimal digits only: no sign, no `0x`, so a number is read the one way the kernel
+        // printed it.
+        if !word.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        nr.push(word.parse().map_err(|_| bad())?);
     }
     for (i, a) in nr.iter().enumerate() {
         if nr[..i].contains(a) {
             return Err(bad());
         }
     }
-    let [init, ctl, get_events, wait, commit] = nr;
-    Ok(SyscallTable {
-        init,
-        ctl,
-        get_events,
-        wait,
-        commit,
-    })
+    match nr[..] {
+        [init, ctl, get_events, wait, commit] => Ok(SyscallTable {
+            init,
+            ctl,
+            get_events,
+            wait,
+            commit,
+            aio_sendfile: None,
+        }),
+        [init, ctl, get_events, wait, commit, aio] => Ok(SyscallTable {
+            init,
+            ctl,
+            get_events,
+            wait,
+            commit,
+            aio_sendfile: Some(aio),
+        }),
+        _ => Err(bad()),
+    }
 }
 
 #[cfg(test)]
@@ -153,14 +164,47 @@ mod tests {
                 ctl: 1001,
                 get_events: 1002,
                 wait: 1003,
-                commit: 1004
+                commit: 1004,
+                aio_sendfile: None,
             }
         );
     }
 
+    /// D18: a kernel with native AIO appends `kevent_aio_sendfile`'s number as a sixth.
+    #[test]
+    fn d18_syscalls_six_numbers_name_aio_sendfile() {
+        let t = parse_syscalls(p(), "1000 1001 1002 1003 1004 1005\n").unwrap();
+        assert_eq!(
+            t,
+            SyscallTable {
+                init: 1000,
+                ctl: 1001,
+                get_events: 1002,
+                wait: 1003,
+                commit: 1004,
+                aio_sendfile: Some(1005),
+            }
+        );
+        // The sixth obeys the same rules as the five: distinct, decimal.
+        for text in [
+            "1 2 3 4 5 1",
+            "1 2 3 4 5 x",
+            "1 2 3 4 5 -6",
+            "1 2 3 4 5 0x6",
+        ] {
+            assert!(
+                matches!(
+                    parse_syscalls(p(), text),
+                    Err(Unavailable::Unparsable { .. })
+                ),
+                "{text:?}"
+            );
+        }
+    }
+
     #[test]
     fn s6_syscalls_wrong_count_is_unparsable() {
-        for text in ["", "\n", "1 2 3 4", "1 2 3 4 5 6", "1000"] {
+        for text in ["", "\n", "1 2 3 4", "1 2 3 4 5 6 7", "1000"] {
             match parse_syscalls(p(), text) {
                 Err(Unavailable::Unparsable { content, .. }) => assert_eq!(content, text),
                 other => panic!("{text:?}: {other:?}"),
@@ -224,6 +268,9 @@ mod tests {
         }
         std::fs::write(root.join("syscalls"), "7 8 9 10 11\n").unwrap();
         assert_eq!(read(&root).unwrap().get_events, 9);
+        assert_eq!(read(&root).unwrap().aio_sendfile, None);
+        std::fs::write(root.join("syscalls"), "7 8 9 10 11 12\n").unwrap();
+        assert_eq!(read(&root).unwrap().aio_sendfile, Some(12));
         std::fs::remove_dir_all(root).unwrap();
     }
 

@@ -3,13 +3,14 @@
 //! Required arguments go in `new`, options are chained setters, and
 //! [`Queue::add`](crate::Queue::add) turns the builder into a ukevent (io-uring's opcode
 //! builders). Every builder has [`flags`](Socket::flags) (the [`ReqFlags`]) and
-//! [`cookie`](Socket::cookie) (a `u64` handed back untouched in every [`Event`](crate::Event)).
+//! [`token`](Socket::token) (the ABI's `cookie`: a `u64` handed back untouched in every
+//! [`Event`](crate::Event)).
 //!
 //! | builder | type | id | needs an fd |
 //! |---|---|---|---|
 //! | [`Socket`] | `KEVENT_SOCKET` | the socket fd | yes |
 //! | [`Pipe`] | `KEVENT_PIPE` | the FIFO fd | yes |
-//! | [`Poll`] | `KEVENT_POLL` | any pollable fd | yes |
+//! | [`Pollable`] | `KEVENT_POLL` | any pollable fd | yes |
 //! | [`Inode`] | `KEVENT_INODE` | a directory fd | yes |
 //! | [`Timer`] | `KEVENT_TIMER` | the interval (seconds, nanoseconds) | no |
 //! | [`Signal`] | `KEVENT_SIGNAL` | the signal number (+ NOMASK) | no |
@@ -39,8 +40,8 @@ mod user;
 
 pub use inode::Inode;
 pub use pipe::Pipe;
-pub use poll::Poll;
-pub use signal::Signal;
+pub use poll::Pollable;
+pub use signal::{Signal, Signo};
 pub use socket::Socket;
 pub use timer::Timer;
 pub use user::User;
@@ -69,7 +70,7 @@ pub struct Kevent<F> {
 impl<F> Kevent<F> {
     pub(crate) fn new(type_: u32, id: kevent_id, event: u32, common: Common, fd: F) -> Self {
         let mut uk = ukevent::new(type_, id, event, common.flags.bits());
-        uk.set_cookie(common.cookie);
+        uk.set_cookie(common.token);
         Kevent {
             uk,
             fd,
@@ -115,24 +116,40 @@ impl<F> Source for Kevent<F> {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Common {
     pub(crate) flags: ReqFlags,
-    pub(crate) cookie: u64,
+    pub(crate) token: u64,
 }
 
-/// The `flags`/`cookie` setters of every builder, and its `Source` impl.
+/// The `flags`/`token` setters of every builder, and its `Sealed` impl.
 macro_rules! source_common {
     ($ty:ident $(<$f:ident>)?) => {
         impl$(<$f>)? $ty$(<$f>)? {
-            /// Sets the request flags ([`ReqFlags`](crate::ReqFlags); default: none, i.e.
-            /// level-triggered, stays registered).
+            /// Adds request flags ([`ReqFlags`](crate::ReqFlags)) to those already set: the
+            /// calls accumulate (`Timer::oneshot(d).flags(ReqFlags::WAKEUP_ALL)` stays
+            /// ONESHOT). Default: none, i.e. level-triggered, stays registered.
             pub fn flags(mut self, flags: crate::ReqFlags) -> Self {
-                self.common.flags = flags;
+                self.common.flags |= flags;
                 self
             }
 
-            /// Sets the caller cookie, returned untouched in every event of this kevent
-            /// (default 0).
-            pub fn cookie(mut self, cookie: u64) -> Self {
-                self.common.cookie = cookie;
+            /// Edge-triggered ([`ReqFlags::ET`](crate::ReqFlags::ET)): delivered once per
+            /// new readiness.
+            #[doc(alias = "KEVENT_REQ_ET")]
+            pub fn edge(self) -> Self {
+                self.flags(crate::ReqFlags::ET)
+            }
+
+            /// Wakes every waiting thread ([`ReqFlags::WAKEUP_ALL`](crate::ReqFlags::WAKEUP_ALL))
+            /// instead of one; one of them gets the event.
+            #[doc(alias = "KEVENT_REQ_WAKEUP_ALL")]
+            pub fn wakeup_all(self) -> Self {
+                self.flags(crate::ReqFlags::WAKEUP_ALL)
+            }
+
+            /// Sets the token (the ABI's `cookie`): any `u64`, returned untouched in every
+            /// event of this kevent (default 0).
+            #[doc(alias = "cookie")]
+            pub fn token(mut self, token: u64) -> Self {
+                self.common.token = token;
                 self
             }
         }
@@ -141,3 +158,54 @@ macro_rules! source_common {
     };
 }
 pub(crate) use source_common;
+
+/// Defines a builder of a kevent type whose id is an fd (`Socket`, `Pipe`, `Pollable`,
+/// `Inode`): the struct holding the fd holder, `new(fd, events)`, the common setters and its
+/// `Source` impl. One definition for the four.
+macro_rules! fd_source {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident: $type_:path, $events:ty;
+        $(#[$new_meta:meta])*
+        new;
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug)]
+        pub struct $name<F> {
+            fd: F,
+            raw: std::os::fd::RawFd,
+            events: $events,
+            common: crate::source::Common,
+        }
+
+        impl<F: std::os::fd::AsFd> $name<F> {
+            $(#[$new_meta])*
+            pub fn new(fd: F, events: $events) -> $name<F> {
+                let raw = std::os::fd::AsRawFd::as_raw_fd(&fd.as_fd());
+                $name {
+                    fd,
+                    raw,
+                    events,
+                    common: crate::source::Common::default(),
+                }
+            }
+        }
+
+        crate::source::source_common!($name<F>);
+
+        impl<F> crate::source::Source for $name<F> {
+            type Fd = F;
+
+            fn into_kevent(self) -> crate::source::Kevent<F> {
+                crate::source::Kevent::new(
+                    $type_,
+                    kevent_sys::kevent_id::from_raw([self.raw as u32, 0]),
+                    self.events.bits(),
+                    self.common,
+                    self.fd,
+                )
+            }
+        }
+    };
+}
+pub(crate) use fd_source;

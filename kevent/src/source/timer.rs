@@ -25,9 +25,9 @@ use crate::flags::ReqFlags;
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let queue = Queue::new()?;
 /// let start = Instant::now();
-/// let _t = queue.add(Timer::oneshot(Duration::from_millis(5)))?.registration();
+/// let _t = queue.add(Timer::oneshot(Duration::from_millis(5)))?;
 /// let mut events = Events::with_capacity(4);
-/// queue.get_events(&mut events, 1, Timeout::FOREVER)?;
+/// queue.wait(&mut events, Timeout::FOREVER)?;
 /// assert!(start.elapsed() >= Duration::from_millis(5));
 /// assert!(matches!(events.get(0).map(|e| e.kind()), Some(EventKind::Timer { expirations: 1, .. })));
 /// # Ok(()) }

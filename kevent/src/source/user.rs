@@ -15,12 +15,12 @@ use super::{Common, Kevent, NoFd, Source, source_common};
 /// use kevent::{Key, Queue, User, Timeout, Events, EventKind};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let queue = Queue::new()?;
-/// let _u = queue.add(User::new(7).cookie(70))?.registration();
+/// let _u = queue.add(User::new(7).token(70))?;
 /// let outcome = queue.ready(&[Key::user(7), Key::user(8)])?;
 /// assert_eq!(outcome.marked, 1);
 /// assert_eq!(outcome.missing, vec![Key::user(8)]);
 /// let mut events = Events::with_capacity(4);
-/// queue.get_events(&mut events, 1, Timeout::FOREVER)?;
+/// queue.wait(&mut events, Timeout::FOREVER)?;
 /// assert_eq!(events.get(0).map(|e| e.kind()), Some(EventKind::User { id: 7 }));
 /// # Ok(()) }
 /// ```

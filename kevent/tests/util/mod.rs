@@ -69,7 +69,7 @@ pub fn expect_events(queue: &Queue, expected: Vec<ExpectEvent>) -> Vec<Event> {
                 .collect::<Vec<_>>()
         );
         queue
-            .get_events(&mut events, 1, Timeout::after(left))
+            .wait(&mut events, Timeout::after(left))
             .expect("get_events");
         let got: Vec<Event> = events.iter().collect();
         let (missing, extra) = match_exact_by(&got, &expected, |x, ev| x.matches(ev));
@@ -91,7 +91,7 @@ pub fn expect_events(queue: &Queue, expected: Vec<ExpectEvent>) -> Vec<Event> {
 pub fn expect_no_events(queue: &Queue, within: Duration) {
     let mut events = Events::with_capacity(16);
     let n = queue
-        .get_events(&mut events, 1, Timeout::after(within))
+        .wait(&mut events, Timeout::after(within))
         .expect("get_events");
     assert_eq!(n, 0, "unexpected events: {events:?}");
 }
