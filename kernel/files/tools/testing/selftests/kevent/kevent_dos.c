@@ -197,6 +197,23 @@ static void raise_nofile(void)
 }
 
 /*
+ * ADD of @m entries of @b to queue @q, counted in @r; the first failing entry's errno (or the
+ * call's), 0 if all were registered.
+ */
+static int add_batch(struct report *r, int q, struct ukevent *b, int m)
+{
+	int i, n = k_ctl(q, KEVENT_CTL_ADD, m, b);
+
+	if (n < 0)
+		return errno;
+	r->kevents += m - n;
+	for (i = 0; i < n; i++)
+		if (b[i].ret_flags & KEVENT_RET_BROKEN)
+			return -(int)b[i].ret_data[1];
+	return 0;
+}
+
+/*
  * Adds periodic TIMER kevents to the queues round robin, BATCH entries per call, until an
  * entry fails or ATTACK_CAP; returns the failing entry's errno (0 if none failed).
  */
@@ -204,7 +221,7 @@ static int fill_timers(struct report *r, long nq)
 {
 	static struct ukevent b[BATCH];
 	long qi = 0, id = 0;
-	int i, n;
+	int i, err;
 
 	while (r->kevents < ATTACK_CAP) {
 		for (i = 0; i < BATCH; i++) {
@@ -212,13 +229,9 @@ static int fill_timers(struct report *r, long nq)
 			b[i] = uk(KEVENT_TIMER, 0, KEVENT_TIMER_FIRED, 0);
 			b[i].id.raw[1] = 100000 + (id + i) % 1000000;
 		}
-		n = k_ctl(queues[qi], KEVENT_CTL_ADD, BATCH, b);
-		if (n < 0)
-			return errno;
-		r->kevents += BATCH - n;
-		for (i = 0; i < n; i++)
-			if (b[i].ret_flags & KEVENT_RET_BROKEN)
-				return -(int)b[i].ret_data[1];
+		err = add_batch(r, queues[qi], b, BATCH);
+		if (err)
+			return err;
 		id += BATCH;
 		qi = (qi + 1) % nq;
 	}
@@ -230,19 +243,15 @@ static int fill_pipe(struct report *r, int q, const int *fds, long nfds)
 {
 	static struct ukevent b[BATCH];
 	long done = 0;
-	int i, n, m;
+	int i, m, err;
 
 	while (done < nfds) {
 		m = nfds - done < BATCH ? nfds - done : BATCH;
 		for (i = 0; i < m; i++)
 			b[i] = uk_fd(KEVENT_PIPE, fds[done + i], KEVENT_SOCKET_RECV);
-		n = k_ctl(q, KEVENT_CTL_ADD, m, b);
-		if (n < 0)
-			return errno;
-		r->kevents += m - n;
-		for (i = 0; i < n; i++)
-			if (b[i].ret_flags & KEVENT_RET_BROKEN)
-				return -(int)b[i].ret_data[1];
+		err = add_batch(r, q, b, m);
+		if (err)
+			return err;
 		done += m;
 	}
 	return 0;
