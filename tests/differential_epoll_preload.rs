@@ -10,9 +10,8 @@
 
 use std::time::Duration;
 
-use kevent_test_support::differential::shim::shim;
+use kevent_test_support::differential::shim::run_preloaded;
 use kevent_test_support::differential::*;
-use kevent_test_support::*;
 
 /// Set in the re-executed child: the backend the parent chose for it.
 const CHILD_ENV: &str = "KEVENT_PRELOAD_CHILD";
@@ -68,35 +67,8 @@ fn child(backend: &str) {
 #[test]
 fn d17_differential_epoll_through_the_preloaded_shim() {
     const NAME: &str = "d17_differential_epoll_through_the_preloaded_shim";
-    if let Ok(backend) = std::env::var(CHILD_ENV) {
-        child(&backend);
-        println!("\nCHILD-OK");
-        return;
-    }
-    let so = match shim() {
-        Ok(so) => so,
-        Err(why) => {
-            skip(NAME, &format!("libkevent-epoll.so unavailable: {why}"));
-            return;
-        }
-    };
-    for b in backends(NAME) {
-        let kind = b.as_str();
-        let out = run_child(
-            NAME,
-            kind,
-            &[
-                ("LD_PRELOAD", so.to_str().expect("utf-8 path")),
-                (CHILD_ENV, kind),
-                ("KEVENT_BACKEND", kind),
-            ],
-            Duration::from_secs(300),
-        );
-        assert!(
-            out.ok,
-            "[{NAME}] preloaded child on the {kind} backend failed: {}",
-            out.describe()
-        );
+    let outs = run_preloaded(NAME, CHILD_ENV, Duration::from_secs(300), child);
+    for (kind, out) in outs.unwrap_or_default() {
         for line in out.stderr.lines().filter(|l| l.contains("all agree")) {
             eprintln!("[{NAME}] {kind}: {line}");
         }

@@ -31,6 +31,52 @@ pub struct Machine {
     pub backends: Vec<Backend>,
     /// Why the native backend is not measured (`None` when it is).
     pub native_unavailable: Option<String>,
+    /// What the clocks count.
+    pub clock: Clock,
+}
+
+/// What the machine's clocks count (`KEVENT_BENCH_CLOCK`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// Time (a CPU or an emulator that runs as fast as it can).
+    Time,
+    /// Executed instructions: `scripts/vm-lane --icount` boots its guest with QEMU's
+    /// `-icount shift=0`, one guest nanosecond per instruction
+    /// (`KEVENT_BENCH_CLOCK=instructions`).
+    Instructions,
+}
+
+/// The caveat every instruction-time report carries.
+pub const INSTRUCTION_TIME_CAVEAT: &str = "**Instruction-time**: the guest's clock counts \
+    executed instructions (QEMU `-icount shift=0`: 1 ns = 1 instruction, 1 µs = 1000 \
+    instructions), so the host's load does not change the figures. Instructions are not \
+    cycles: cache misses, the real cost of a syscall entry, `STAC`/`CLAC` and speculation \
+    mitigations are not weighted; only ratios between mechanisms of the same run mean much.";
+
+impl Clock {
+    /// The clock named by `KEVENT_BENCH_CLOCK` (`instructions`; anything else is time).
+    pub fn from_env() -> Clock {
+        match std::env::var("KEVENT_BENCH_CLOCK").as_deref() {
+            Ok("instructions") => Clock::Instructions,
+            _ => Clock::Time,
+        }
+    }
+
+    /// `"instruction-time"` or `"time"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Clock::Time => "time",
+            Clock::Instructions => "instruction-time",
+        }
+    }
+
+    /// "µs" qualified by the clock: `µs` or `µs of instruction-time`.
+    pub fn us(self) -> &'static str {
+        match self {
+            Clock::Time => "µs",
+            Clock::Instructions => "µs of instruction-time",
+        }
+    }
 }
 
 impl Machine {
@@ -76,6 +122,7 @@ impl Machine {
             date: utc_now(),
             backends,
             native_unavailable,
+            clock: Clock::from_env(),
         }
     }
 
@@ -101,6 +148,9 @@ impl Machine {
         if let Some(why) = &self.native_unavailable {
             s.push_str(&format!("  (native not measured: {why})\n"));
         }
+        if self.clock == Clock::Instructions {
+            s.push_str(&format!("* Clock: {INSTRUCTION_TIME_CAVEAT}\n"));
+        }
         s
     }
 
@@ -124,6 +174,7 @@ impl Machine {
                 "native_unavailable",
                 Json::from(self.native_unavailable.clone()),
             ),
+            ("clock", Json::from(self.clock.as_str())),
         ])
     }
 }
@@ -173,6 +224,20 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01 00:00 UTC");
         assert_eq!(utc(951_782_400), "2000-02-29 00:00 UTC");
         assert_eq!(utc(1_796_083_200 + 3_660), "2026-12-01 01:01 UTC");
+    }
+
+    /// P35: a report made on the instruction clock says so and carries the caveat; one made
+    /// on time does not.
+    #[test]
+    fn p35_instruction_time_reports_say_so() {
+        let mut m = Machine::probe();
+        m.clock = Clock::Time;
+        assert!(!m.markdown().contains("nstruction-time"));
+        m.clock = Clock::Instructions;
+        let md = m.markdown();
+        assert!(md.contains("**Instruction-time**"), "{md}");
+        assert!(md.contains("not weighted"), "{md}");
+        assert_eq!(Clock::Instructions.us(), "µs of instruction-time");
     }
 
     #[test]

@@ -14,11 +14,12 @@
 //! their intervals and the command), `DIR/<name>.json` (and `DIR/results.json` for `all`)
 //! and SVG charts for the poller and HTTP results. Progress goes to stderr.
 //!
-//! Modules: [`poller`], [`http`], [`registry`], [`timers`], [`ring`], [`capi`] are the
-//! benchmarks;
+//! Modules: [`poller`], [`http`], [`registry`], [`timers`], [`ring`], [`capi`], [`calls`] are
+//! the benchmarks; [`uring`] is io_uring on raw syscalls (an anchor beside epoll);
 //! [`report`] is the backend report; [`stats`], [`json`], [`svg`] are the output side;
 //! [`os`], [`rawqueue`] and [`machine`] are the measuring side.
 
+pub mod calls;
 pub mod capi;
 pub mod deadlines;
 pub mod http;
@@ -34,6 +35,7 @@ pub mod scaling;
 pub mod stats;
 pub mod svg;
 pub mod timers;
+pub mod uring;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -51,8 +53,8 @@ usage: kevent-bench [SUBCOMMAND] [--quick] [--out DIR] [--transport unix-dgram|s
 subcommands:
   report     print the detected backend (and why native is unavailable) and the ABI summary
              (the default; `backend` is an alias)
-  poller     N watched descriptors, A active: µs per round for select, poll, epoll and kevent
-             (get_events and ring) on every available backend
+  poller     N watched descriptors, A active: µs per round for select, poll, epoll, io_uring
+             (multishot poll) and kevent (get_events and ring) on every available backend
   http       single-threaded HTTP/1.1 servers on epoll and on kevent (and nginx, when
              installed) under the built-in load generator (and ab and wrk, when installed)
   static-files
@@ -64,12 +66,15 @@ subcommands:
   ring       events/s through get_events vs the ring, and syscalls per event
   capi       ns per call through libkevent's exported C functions ÷ the Rust dispatch they
              wrap (the C layer's copies of caller memory), on the process's backend
+  calls      per call: an empty wait, 1 and 64 events, ADD + REMOVE, MODIFY, the ring's
+             wait + commit, on kevent (every backend) beside epoll and io_uring: CPU ns, or
+             instructions in `scripts/vm-lane bench --icount calls`
   all        every benchmark above (http and static-files last)
   serve epoll|kevent|safe PORT SECONDS
              run one HTTP server alone on 127.0.0.1:PORT (to profile it under your own load)
   loadgen PORT CONNS keep-alive|close WARMUP_MS WINDOW_MS
              the built-in load generator alone against 127.0.0.1:PORT
-  poller-rounds select|poll|epoll|get_events|ring|ring-batched|c-get_events|c-ring N A ROUNDS
+  poller-rounds select|poll|epoll|io_uring|get_events|ring|ring-batched|c-get_events|c-ring N A ROUNDS
              ROUNDS poller rounds of one mechanism alone, on the process's backend (a workload
              to profile under callgrind or perf; prints its µs per round, no baseline)
   timer-memory fallback|native N
@@ -94,6 +99,9 @@ options:
 
 environment:
   KEVENT_BACKEND=auto|native|fallback   backend selection (default auto)
+  KEVENT_BENCH_CLOCK=instructions       the clock counts instructions (set by
+                                        `scripts/vm-lane bench --icount`): reports say
+                                        \"instruction-time\" and carry its caveat
 ";
 
 /// Command-line options shared by the benchmark subcommands.
@@ -174,15 +182,14 @@ fn main() -> ExitCode {
     let result = match cmd {
         "report" | "backend" if rest.is_empty() => report::report(stdout, detect::current()),
         "help" | "-h" | "--help" => stdout.write_all(USAGE.as_bytes()).map(|()| 0),
-        "poller" | "http" | "static-files" | "registry" | "timers" | "ring" | "capi" | "all" => {
-            match parse_opts(rest) {
-                Ok(opts) => bench(stdout, cmd, &opts),
-                Err(e) => {
-                    eprintln!("kevent-bench: {e}\n\n{USAGE}");
-                    Ok(2)
-                }
+        "poller" | "http" | "static-files" | "registry" | "timers" | "ring" | "capi" | "calls"
+        | "all" => match parse_opts(rest) {
+            Ok(opts) => bench(stdout, cmd, &opts),
+            Err(e) => {
+                eprintln!("kevent-bench: {e}\n\n{USAGE}");
+                Ok(2)
             }
-        }
+        },
         "ring-syscalls" => ring::syscall_child(rest).map(|()| 0),
         "loadgen" => http::loadgen::child_main(rest),
         "serve" => http::serve_command(rest),
@@ -219,6 +226,7 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
             "timers",
             "ring",
             "capi",
+            "calls",
             "http",
             "static-files",
         ],
@@ -229,12 +237,17 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
             "registry" => &"registry",
             "timers" => &"timers",
             "capi" => &"capi",
+            "calls" => &"calls",
             _ => &"ring",
         }),
     };
     let mut md = format!(
-        "# kevent-bench results\n\n{}* Command: `kevent-bench {cmd}{}{}`\n* Build: {} \
+        "# kevent-bench results{}\n\n{}* Command: `kevent-bench {cmd}{}{}`\n* Build: {} \
          (kevent-bench {})\n* Pinning: {}\n\n",
+        match machine.clock {
+            machine::Clock::Instructions => " (instruction-time)",
+            machine::Clock::Time => "",
+        },
         machine.markdown(),
         if opts.quick { " --quick" } else { "" },
         match (opts.transport, opts.rt) {
@@ -307,6 +320,7 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
             "registry" => registry::run(opts, &machine),
             "timers" => timers::run(opts, &machine),
             "capi" => capi::run(opts, &machine),
+            "calls" => calls::run(opts, &machine),
             _ => ring::run(opts, &machine),
         };
         if rt {
@@ -370,7 +384,7 @@ fn summary_md(
     let mut s = format!(
         "## At a glance\n\nCommand: `{command}` ({}; {} on {} CPUs, Linux {}; kevent \
          backends: {}). Ratios: median with its 95% bootstrap interval in brackets; \
-         \"no measurable difference\" when the interval contains 1.0.\n\n\
+         \"no measurable difference\" when the interval contains 1.0.\n\n{}\
          | measured | target | result |\n|---|---|---|\n",
         if cfg!(debug_assertions) {
             "debug build"
@@ -386,6 +400,10 @@ fn summary_md(
             .map(|b| b.as_str())
             .collect::<Vec<_>>()
             .join(", "),
+        match machine.clock {
+            machine::Clock::Instructions => format!("{}\n\n", machine::INSTRUCTION_TIME_CAVEAT),
+            machine::Clock::Time => String::new(),
+        },
     );
     for (_, _, _, rows) in sections {
         for r in rows {

@@ -281,6 +281,24 @@ pub fn read1(fd: RawFd) {
     debug_assert_eq!(r, 1);
 }
 
+/// A connected `AF_UNIX` stream socketpair (non-blocking, close-on-exec).
+pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut sv = [0; 2];
+    // SAFETY: `sv` is a local array of the two ints the call writes.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+            sv.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((owned(sv[0])?, owned(sv[1])?))
+}
+
 /// An eventfd (non-blocking, close-on-exec).
 pub fn eventfd() -> io::Result<OwnedFd> {
     // SAFETY: eventfd takes no pointer.

@@ -15,6 +15,10 @@
 //! * **Closed fds.** epoll forgets a registration when its file is closed; kevent reports a
 //!   closed watched fd once as `RET_BROKEN` with `-EBADF` (**D10**). [`Epoll::wait`] drops
 //!   such reports (a POLL kevent reports every other condition as bits, never BROKEN).
+//!   `EPOLL_CTL_DEL` of a closed number is `EBADF` and leaves the registration in place (a
+//!   file kept open by a duplicate and put back on the number with `dup2` is still
+//!   registered: ADD is `EEXIST`, MOD works); `EPOLL_CTL_MOD` of a number that now names a
+//!   file the instance does not watch is `ENOENT` (decision P33).
 //! * **Errors.** kevent reports per-entry errors in the entry; they become the call's errno.
 //!   A file without `->poll` is `EPERM` for epoll and `-EINVAL` for kevent.
 //! * **Interrupted waits.** kevent returns 0 events from a wait a signal handler
@@ -128,6 +132,12 @@ fn file_of(fd: RawFd) -> Option<(u64, u64, u32)> {
     // SAFETY: fstat succeeded, so it initialised `st`.
     let st = unsafe { st.assume_init() };
     Some((st.st_dev, st.st_ino, st.st_mode & libc::S_IFMT))
+}
+
+/// Whether `fd` is an open descriptor (`fcntl(F_GETFD)`).
+fn is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD takes no pointer.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
 }
 
 fn identity(fd: RawFd) -> Option<(u64, u64)> {
@@ -300,6 +310,11 @@ impl Epoll {
                                 mapping::to_ukevent(fd, events, data, self.opts.always_queue);
                             match self.in_place(KEVENT_CTL_MODIFY, &mut e) {
                                 Ok(()) => {}
+                                // D10: the number no longer names the registered file (the
+                                // kevent is gone with it). epoll: EBADF for a closed number;
+                                // ENOENT for a number reused by a file it does not watch
+                                // (libevent then retries with EPOLL_CTL_ADD).
+                                Err(Errno::EBADF) if is_open(fd) => return Err(Errno::ENOENT),
                                 // Fired while we were not looking (a wait in another thread
                                 // has not recorded it yet): re-arm it.
                                 Err(Errno::ENOENT) if prior.is_some_and(|o| same_file(&o)) => {
@@ -320,6 +335,12 @@ impl Epoll {
                 Ok(())
             }
             libc::EPOLL_CTL_DEL => {
+                if !is_open(fd) {
+                    // epoll: EBADF, and the item stays for as long as the file is open (a
+                    // dup2 of it back onto the number finds it: ADD is EEXIST, MOD works).
+                    // The kevent stays too: D10 reports or replaces it later.
+                    return Err(Errno::EBADF);
+                }
                 let prior = self.oneshots().remove(&fd);
                 let same_file = prior.is_some_and(|o| identity(fd) == Some(o.file));
                 if prior.is_some_and(|o| o.fired) {

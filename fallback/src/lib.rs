@@ -21,18 +21,22 @@
 //!
 //! * **Signals** are caught by a process-wide handler installed when the first SIGNAL kevent
 //!   for that signal is added (signalfd would only see signals that *every* thread blocks).
-//!   A handler the program installs *afterwards* replaces it.
+//!   A handler the program installs *afterwards* replaces it until the engine takes the
+//!   signal back, chaining to that handler (at most a second later, decision P34).
 //! * **Closing a watched fd** without REMOVE (**D10**): epoll drops the registration when the
 //!   file's last descriptor closes, so nothing is reported for it or for a new file that
 //!   reuses the number; a later ADD of the same key reports the old kevent once as
 //!   `BROKEN|DONE` with `-EBADF`. If another descriptor (a `dup`, a child process) keeps the
 //!   old file open, epoll keeps it registered and the old file's readiness is still reported
 //!   under the old id until the next `kevent_ctl` on that key; the safe `kevent` API rules
-//!   this out by borrowing the fd for the registration's lifetime.
+//!   this out by borrowing the fd for the registration's lifetime. A REMOVE then cannot
+//!   reach epoll's item: a later ADD on that number takes it over, and while the file is
+//!   ready a sleeping wait naps (10 ms at a time) instead of sleeping in epoll (decision
+//!   P32).
 //! * **One fd-type kevent per fd**: epoll registers a file once per epoll, so watching the
 //!   same fd as, say, SOCKET and POLL in one queue gives the second ADD `-EEXIST`.
 //! * **Closing the queue fd while threads wait** makes them return `EBADF` within
-//!   a quarter second (decision P14).
+//!   a second (decisions P14, P34): an idle waiter wakes once a second to check.
 //! * **fork** (**D11**): the child's copies of queue fds answer `EBADF`; signal routing is
 //!   reset to the original dispositions in the child.
 #![deny(unsafe_code)]
@@ -121,6 +125,21 @@ pub unsafe fn kevent_init(ring: *mut kevent_ring, num: u32, flags: u32) -> Resul
     let fd = ep.into_raw_fd();
     fdtable::insert(Arc::new(q));
     Ok(fd)
+}
+
+/// Tells the engine that its caller sees every `close()` of queue `fd` and never passes the
+/// number again once closed (an `LD_PRELOAD` shim that interposes `close` and forgets the
+/// instance: `libkevent-epoll.so`). `kevent_ctl` on this queue then skips its check that the
+/// number still is this queue's epoll (one `epoll_ctl` per call, decision P17; P34).
+///
+/// # Errors
+///
+/// Those of [`kevent_ctl`] for a number that is not a queue: `EBADF`, `EINVAL`.
+pub fn caller_sees_close(fd: RawFd) -> Result<(), Errno> {
+    with_queue(fd, |q| {
+        q.trust_caller();
+        Ok(())
+    })
 }
 
 /// `kevent_ctl(fd, cmd, events.len(), events)`—ADD, REMOVE, MODIFY or READY.

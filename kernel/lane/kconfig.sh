@@ -19,6 +19,8 @@
 # * the fallback engine's and the suite's system calls: epoll, timerfd, signalfd, eventfd,
 #   inotify, POSIX timers, futex, memfd_create (MEMFD_CREATE), madvise (ADVISE_SYSCALLS),
 #   process_vm_readv/writev (CROSS_MEMORY_ATTACH: libkevent's pointer checks), seccomp.
+# * IO_URING: kevent-bench measures io_uring (multishot POLL_ADD, completions reaped from the
+#   CQ ring) beside epoll and kevent in the guest (issue 21); tinyconfig turns it off.
 #
 # Adapted from ../shared/reference/kernel-lane/kconfig.sh (measured there: tinyconfig plus this
 # is about 10 s, a full `make -j2 bzImage` about 160 s).
@@ -41,7 +43,7 @@ $c \
   --enable FSNOTIFY --enable INOTIFY_USER \
   --enable POSIX_TIMERS --enable HIGH_RES_TIMERS --enable FUTEX --enable SHMEM \
   --enable MEMFD_CREATE --enable ADVISE_SYSCALLS --enable CROSS_MEMORY_ATTACH \
-  --enable SECCOMP --enable SECCOMP_FILTER \
+  --enable SECCOMP --enable SECCOMP_FILTER --enable IO_URING \
   --enable MULTIUSER --enable AIO --enable FILE_LOCKING \
   --enable NET --enable UNIX --enable INET --disable IPV6 \
   --disable INET_DIAG --disable WIRELESS --disable WLAN --disable ETHERNET \

@@ -133,10 +133,17 @@
 //! # The fallback's costs
 //!
 //! On a stock kernel the fallback engine runs the queue in user space. Two things differ
-//! from a kevent kernel and are worth knowing: signal kevents are fed by a process-wide
-//! handler, which a handler installed later (`sigaction`, `tokio::signal`, `ctrlc`,
-//! `signal-hook`) replaces (see [`Signal`]); and an idle waiter wakes periodically to notice
-//! that its queue fd was closed (the engine's docs give the period).
+//! from a kevent kernel and are worth knowing:
+//!
+//! * An idle waiter wakes once a second to check that its queue fd is still open: closing
+//!   an fd cannot be observed otherwise (decisions P14 and P34). A program that waits for
+//!   hours costs one short system call per second per waiting thread; natively a waiter
+//!   sleeps until an event, a timeout or a `close`.
+//! * Signal kevents are fed by a process-wide handler. A handler installed later
+//!   (`sigaction`, `tokio::signal`, `ctrlc`, `signal-hook`) replaces it until the engine
+//!   takes the signal back, within about a second, chaining to that handler from then on;
+//!   deliveries in between reach only the other handler (P34; see [`Signal`]). Natively,
+//!   handlers never interfere.
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]

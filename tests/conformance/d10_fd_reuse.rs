@@ -181,6 +181,50 @@ isolated_test! {
         }
     }
 
+    /// D10, "the stale registration never causes `-EEXIST`", when a duplicate kept the file
+    /// open: ADD a POLL kevent on `d = dup(fd)`, `close(d)`, REMOVE it (done), put the same
+    /// file back on `d` with `dup2`: ADD and MODIFY of the key succeed, and the file's
+    /// readiness is reported once per wait through the new registration only, until its
+    /// REMOVE (issue 24 item 2: the fallback's old epoll item for (file, d) stayed behind and
+    /// answered the ADD with `-EEXIST`).
+    fn d10_remove_after_close_while_duplicated_leaves_no_ghost(b) {
+        let q = Queue::new(b);
+        let (fd, peer) = socketpair();
+        // SAFETY: dup takes no pointer; the new fd is owned below.
+        let d = owned(unsafe { libc::dup(fd.as_raw_fd()) }, "dup");
+        let x = d.as_raw_fd();
+        let mut old = on_fd(KEVENT_POLL, x, KEVENT_POLL_POLLIN, 0);
+        old.set_cookie(OLD);
+        q.add_ok(&[old]);
+        drop(d);
+        let r = q.ctl_in_place(KEVENT_CTL_REMOVE, &[old]);
+        assert!(Want::of(&old).flags(KEVENT_RET_DONE).matches(&r[0]), "REMOVE after close: {r:?}");
+        // SAFETY: dup2 onto the number this single-threaded child just closed.
+        let d = owned(unsafe { libc::dup2(fd.as_raw_fd(), x) }, "dup2");
+        let mut new = on_fd(KEVENT_POLL, x, KEVENT_POLL_POLLIN, 0);
+        new.set_cookie(NEW);
+        let back = q.add(&[new]);
+        assert!(back.is_empty(), "ADD after dup2: {back:#?}");
+        new.event = KEVENT_POLL_POLLIN | KEVENT_POLL_POLLOUT;
+        let r = q.ctl_in_place(KEVENT_CTL_MODIFY, &[new]);
+        assert!(Want::of(&new).flags(KEVENT_RET_DONE).matches(&r[0]), "MODIFY after dup2: {r:?}");
+        new.event = KEVENT_POLL_POLLIN;
+        let r = q.ctl_in_place(KEVENT_CTL_MODIFY, &[new]);
+        assert!(Want::of(&new).flags(KEVENT_RET_DONE).matches(&r[0]), "MODIFY after dup2: {r:?}");
+        assert_eq!(write_fd(peer.as_raw_fd(), b"x"), 1);
+        for _ in 0..3 {
+            let got = q.get(16, &ts(5, 0));
+            assert_eq!(got.len(), 1, "one report per wait: {got:#?}");
+            assert!(
+                got[0].cookie() == NEW && got[0].ret_flags & KEVENT_RET_BROKEN == 0,
+                "{got:#?}"
+            );
+        }
+        q.remove_ok(&[new]);
+        q.expect_no_events();
+        drop(d);
+    }
+
     /// D10 with a duplicate keeping the old file open: the old file's readiness is not
     /// reported through the registration whose fd was closed (reported at most once, as
     /// BROKEN), and the new file on that number is not either.

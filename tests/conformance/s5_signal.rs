@@ -33,12 +33,19 @@ fn thread_mask(how: c_int, signo: c_int) {
 /// Waits up to 5 s for the handler count to reach `n`.
 #[track_caller]
 fn handled_reaches(n: u32) {
+    count_reaches(n, handled);
+}
+
+/// Waits up to 5 s for `count()` (a handler's runs) to reach `n`: the handler may run on
+/// another thread, after the kevent was reported.
+#[track_caller]
+fn count_reaches(n: u32, count: fn() -> u32) {
     let start = Instant::now();
-    while handled() < n {
+    while count() < n {
         assert!(
             start.elapsed() < Duration::from_secs(5),
             "handler ran {} times, expected {n}",
-            handled()
+            count()
         );
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -184,5 +191,93 @@ isolated_test! {
             expect_events(&q.add(&[e]), &[Want::of(&e).broken(Errno::EINVAL)]);
         }
         assert_usable(&q);
+    }
+}
+
+/// Runs of [`chaining_handler`].
+static CHAINED_RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// The handler [`chaining_handler`] replaced (0: none, or not a function).
+static REPLACED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A program handler installed after the kevent, as `tokio::signal` (signal-hook) installs
+/// one: it counts, then calls the handler it replaced, if that was a function.
+extern "C" fn chaining_handler(signo: c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    use std::sync::atomic::Ordering::SeqCst;
+    CHAINED_RUNS.fetch_add(1, SeqCst);
+    let prev = REPLACED.load(SeqCst);
+    if prev != 0 {
+        // SAFETY: `prev` is the SA_SIGINFO handler sigaction reported as replaced (checked
+        // when it was stored); the kernel's `info` and `ctx` are passed on unchanged.
+        let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute::<usize, _>(prev) };
+        f(signo, info, ctx);
+    }
+}
+
+/// Sends SIGUSR1 until the queue reports a delivery (each wait 300 ms; fails after 10 s);
+/// returns how many were sent.
+fn until_reported_again(q: &Queue) -> u32 {
+    let start = Instant::now();
+    let mut sent = 0;
+    loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the kevent never reported again"
+        );
+        kill_self(libc::SIGUSR1);
+        sent += 1;
+        if !q.get(8, &ms(300)).is_empty() {
+            return sent;
+        }
+    }
+}
+
+isolated_test! {
+    /// Decision P34 (issue 23 item 8): a handler the program installs after a SIGNAL kevent
+    /// was added (here one that chains to the handler it replaced, as signal-hook's and so
+    /// tokio::signal's does) does not silence the kevent for good: within a bounded time the
+    /// kevent reports deliveries again, the program's handler runs exactly once per
+    /// delivery, and the signal's default action (terminate) never happens. Natively a
+    /// handler never stands between the signal and the kevent.
+    fn p34_signal_kevent_survives_a_handler_installed_after_it(b) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let q = Queue::new(b);
+        let e = signal(libc::SIGUSR1, false, 0);
+        q.add_ok(&[e]);
+        // SAFETY: `sa` is fully initialised; `old` is written by sigaction.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = chaining_handler as extern "C" fn(c_int, *mut libc::siginfo_t, *mut libc::c_void) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            sa.sa_flags = libc::SA_SIGINFO;
+            let mut old: libc::sigaction = std::mem::zeroed();
+            assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, &mut old), 0);
+            let h = old.sa_sigaction;
+            if h != libc::SIG_DFL && h != libc::SIG_IGN && old.sa_flags & libc::SA_SIGINFO != 0 {
+                REPLACED.store(h, SeqCst);
+            }
+        }
+        let chained = || CHAINED_RUNS.load(SeqCst);
+        let sent = until_reported_again(&q);
+        count_reaches(sent, chained);
+        // From now on every delivery is reported and handled once (one at a time: pending
+        // standard signals coalesce in the kernel).
+        q.expect_no_events();
+        for i in 1..=3 {
+            kill_self(libc::SIGUSR1);
+            q.expect_within(Duration::from_secs(5), &[Want::of(&e).data0(1)]);
+            count_reaches(sent + i, chained);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(chained(), sent + 3, "the program's handler ran once per delivery");
+        // A handler that does not chain (as ctrlc's): the kevent reports again within a
+        // bounded time all the same, and that handler runs once per delivery.
+        install_counting_handler(libc::SIGUSR1, true);
+        let sent = until_reported_again(&q);
+        handled_reaches(sent);
+        kill_self(libc::SIGUSR1);
+        q.expect_within(Duration::from_secs(5), &[Want::of(&e).data0(1)]);
+        handled_reaches(sent + 1);
+        assert_eq!(handled(), sent + 1, "the program's handler ran once per delivery");
     }
 }

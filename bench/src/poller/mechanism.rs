@@ -16,6 +16,7 @@ use kevent_sys::{KEVENT_CTL_ADD, KEVENT_SOCKET, KEVENT_SOCKET_RECV, kevent_id, u
 use super::transport::Sockets;
 use crate::os;
 use crate::rawqueue::{FOREVER, RawQueue};
+use crate::uring::Uring;
 
 /// A mechanism measured by the poller benchmark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -23,6 +24,8 @@ pub(super) enum Mech {
     Select,
     Poll,
     Epoll,
+    /// io_uring: a multishot `POLL_ADD` per descriptor, completions reaped from the CQ ring.
+    Uring,
     /// `kevent_get_events` on backend `.0` (index into the machine's backends).
     KeventGet(usize),
     /// `kevent_wait` + ring + `kevent_commit` on backend `.0`; `.1`: commits deferred until
@@ -42,6 +45,7 @@ impl Mech {
             Mech::Select => "select".into(),
             Mech::Poll => "poll".into(),
             Mech::Epoll => "epoll".into(),
+            Mech::Uring => "io_uring multishot poll".into(),
             Mech::KeventGet(b) => format!("kevent get_events ({})", backends[b].as_str()),
             Mech::KeventRing(b, false) => {
                 format!("kevent ring ({})", backends[b].as_str())
@@ -65,7 +69,7 @@ impl Mech {
 
     /// Whether this is a kevent row (compared with epoll).
     pub(super) fn is_kevent(self) -> bool {
-        !matches!(self, Mech::Select | Mech::Poll | Mech::Epoll)
+        !matches!(self, Mech::Select | Mech::Poll | Mech::Epoll | Mech::Uring)
     }
 
     pub(super) fn key(self, backends: &[Backend]) -> String {
@@ -73,6 +77,7 @@ impl Mech {
             Mech::Select => "select".into(),
             Mech::Poll => "poll".into(),
             Mech::Epoll => "epoll".into(),
+            Mech::Uring => "io_uring_multishot_poll".into(),
             Mech::KeventGet(b) => format!("kevent_get_events_{}", backends[b].as_str()),
             Mech::KeventRing(b, false) => format!("kevent_ring_{}", backends[b].as_str()),
             Mech::KeventRing(b, true) => {
@@ -104,6 +109,19 @@ pub(super) enum Poller {
     Ring {
         q: RawQueue,
     },
+    Uring(UringPoller),
+}
+
+/// io_uring with a multishot poll on every watched descriptor; the polls are removed on drop.
+pub(super) struct UringPoller {
+    u: Uring,
+    fds: Vec<RawFd>,
+}
+
+impl Drop for UringPoller {
+    fn drop(&mut self) {
+        self.u.remove_all(&self.fds).expect("io_uring POLL_REMOVE");
+    }
 }
 
 /// The most active descriptors a round may have (the wait buffers' size).
@@ -154,6 +172,16 @@ impl Poller {
                     ep,
                     buf: vec![libc::epoll_event { events: 0, u64: 0 }; MAX_A],
                 }
+            }
+            Mech::Uring => {
+                let mut u = Uring::new(1024, 4096).expect("io_uring_setup");
+                let fds: Vec<RawFd> = s.watched.iter().map(AsRawFd::as_raw_fd).collect();
+                for &fd in &fds {
+                    u.poll_add(fd, libc::POLLIN as u32)
+                        .expect("io_uring POLL_ADD");
+                }
+                u.flush().expect("io_uring_enter");
+                Poller::Uring(UringPoller { u, fds })
             }
             Mech::KeventGet(b) | Mech::KeventRing(b, _) | Mech::CGet(b) | Mech::CRing(b) => {
                 let ring = if matches!(m, Mech::KeventRing(..) | Mech::CRing(_)) {
@@ -247,6 +275,16 @@ impl Poller {
                     got += n;
                 }
             }
+            Poller::Uring(p) => {
+                let mut got = 0;
+                while got < a as u32 {
+                    // A system call only when the CQ ring is empty.
+                    p.u.wait().expect("io_uring_enter");
+                    got +=
+                        p.u.reap(libc::POLLIN as u32, |fd, _| os::read1(fd as RawFd))
+                            .expect("io_uring re-arm");
+                }
+            }
             Poller::Get { q, buf } => {
                 let n = q.get_events(a as u32, buf, &FOREVER).expect("get_events") as usize;
                 assert_eq!(n, a, "get_events");
@@ -282,6 +320,7 @@ mod tests {
                 Mech::Select,
                 Mech::Poll,
                 Mech::Epoll,
+                Mech::Uring,
                 Mech::KeventGet(0),
                 Mech::KeventRing(0, false),
                 Mech::KeventRing(0, true),
@@ -291,6 +330,9 @@ mod tests {
                 if matches!(m, Mech::CGet(_) | Mech::CRing(_))
                     && !Backend::current().is_ok_and(|b| b == Backend::fallback())
                 {
+                    continue;
+                }
+                if m == Mech::Uring && Uring::probe().is_err() {
                     continue;
                 }
                 let mut p = Poller::build(m, &s, &backends);

@@ -3,7 +3,10 @@
 //! one wait that returns them, and reads each byte. Reported in microseconds per round.
 //!
 //! Mechanisms: `select` (only while every fd is below `FD_SETSIZE`), `poll`, raw `epoll`
-//! (level-triggered), and for each available kevent backend: `kevent_get_events` and the
+//! (level-triggered), io_uring (one multishot `IORING_OP_POLL_ADD` per descriptor, completions
+//! reaped from the CQ ring, `io_uring_enter` only to wait on an empty CQ ring: [`crate::uring`];
+//! reported as refused where the kernel or a seccomp filter refuses it), and for each
+//! available kevent backend: `kevent_get_events` and the
 //! ring (`kevent_wait`, read the entries published before `ring_kidx`, `kevent_commit`),
 //! once committing after every wait and once committing when half the ring (512 of 1024
 //! slots) has been read, the batching the ring allows. The same two calls also go through
@@ -86,6 +89,11 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
     eprintln!("poller: N = {:?}, A = {:?}", cfg.ns, cfg.actives);
     let backends = &machine.backends;
     let mut mechs = vec![Mech::Select, Mech::Poll, Mech::Epoll];
+    let uring = crate::uring::Uring::probe();
+    match &uring {
+        Ok(()) => mechs.push(Mech::Uring),
+        Err(why) => eprintln!("poller: io_uring {why}"),
+    }
     for b in 0..backends.len() {
         mechs.push(Mech::KeventGet(b));
         mechs.push(Mech::KeventRing(b, false));
@@ -191,6 +199,7 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
         &samples,
         &skipped,
         &select_skipped,
+        uring.err(),
         machine,
     )
 }
@@ -204,7 +213,7 @@ pub fn rounds_command(args: &[String]) -> std::io::Result<u8> {
     let usage = || {
         eprintln!(
             "usage: kevent-bench poller-rounds \
-             select|poll|epoll|get_events|ring|ring-batched|c-get_events|c-ring N A ROUNDS"
+             select|poll|epoll|io_uring|get_events|ring|ring-batched|c-get_events|c-ring N A ROUNDS"
         );
         Ok(2)
     };
@@ -236,6 +245,7 @@ pub fn rounds_command(args: &[String]) -> std::io::Result<u8> {
         "select" => Mech::Select,
         "poll" => Mech::Poll,
         "epoll" => Mech::Epoll,
+        "io_uring" => Mech::Uring,
         "get_events" => Mech::KeventGet(0),
         "ring" => Mech::KeventRing(0, false),
         "ring-batched" => Mech::KeventRing(0, true),

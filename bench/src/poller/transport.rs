@@ -65,21 +65,9 @@ impl Sockets {
             Transport::SocketPair => {
                 let mut writers = Vec::with_capacity(n);
                 for _ in 0..n {
-                    let mut sv = [0; 2];
-                    // SAFETY: `sv` is a local array of the two ints the call writes.
-                    let r = unsafe {
-                        libc::socketpair(
-                            libc::AF_UNIX,
-                            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                            0,
-                            sv.as_mut_ptr(),
-                        )
-                    };
-                    if r != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    watched.push(os::owned(sv[0])?);
-                    writers.push(os::owned(sv[1])?);
+                    let (w, peer) = os::socketpair()?;
+                    watched.push(w);
+                    writers.push(peer);
                 }
                 Ok(Sockets {
                     watched,

@@ -30,6 +30,11 @@
 //!   (**D11**): the child must create its own (servers such as nginx and lighttpd do).
 //! * `dup2`/`dup3` onto an epoll fd's number and `close_range` are not seen: the number
 //!   stays an instance until the program creates an epoll that gets it again.
+//! * io_uring: `io_uring_setup` through libc's `syscall()` returns `ENOSYS` (decision P32:
+//!   `IORING_OP_EPOLL_CTL` would reach the engine's epoll behind the shim's back). A library
+//!   that makes the system call itself (liburing ≥ 2.2 does) is not seen.
+//! * An epoll fd passed to another process (`exec`, `SCM_RIGHTS`) is the engine's epoll
+//!   there (on the fallback), whose items carry the engine's tokens, not the program's data.
 //! * A bad `events` pointer faults in the program, as if it had touched it, instead of
 //!   returning `EFAULT`.
 #![allow(unsafe_code)]
@@ -64,12 +69,70 @@ extern "C" fn resolve_close() {
     // library in the lookup order (libc's).
     let p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"close".as_ptr()) };
     REAL_CLOSE.store(p as usize, Ordering::Release);
+    // Resolved here too, so that the engine's signal handler (whose raw system calls reach
+    // `syscall` below) never runs dlsym.
+    // SAFETY: as above, for `syscall`.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"syscall".as_ptr()) };
+    REAL_SYSCALL.store(p as usize, Ordering::Release);
 }
 
 /// Runs before `main` (and before other libraries' constructors that might close fds).
 #[used]
 #[unsafe(link_section = ".init_array")]
 static RESOLVE_CLOSE: extern "C" fn() = resolve_close;
+
+/// libc's `syscall` (`dlsym(RTLD_NEXT)`), 0 until first needed.
+static REAL_SYSCALL: AtomicUsize = AtomicUsize::new(0);
+
+/// `syscall(number, …)`: libc's, except that `io_uring_setup` says `ENOSYS` (decision P32).
+///
+/// io_uring can reach an epoll fd without `epoll_ctl` (`IORING_OP_EPOLL_CTL`, which libuv
+/// ≥ 1.45 batches its registrations through): on the fallback backend that puts items of
+/// nobody into the engine's epoll, where the program's registrations would be lost. A
+/// program told "no io_uring" (`ENOSYS`, what a kernel without it says) uses epoll. libc's
+/// `syscall` is variadic; on x86_64 and aarch64 Linux variadic integer arguments travel
+/// exactly where six fixed ones do, so this fixed-arity definition receives them (what it
+/// reads beyond the caller's arguments is ignored by the kernel, as in libc's own).
+///
+/// # Safety
+///
+/// As libc's `syscall`: the arguments the system call `n` expects.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn syscall(
+    n: libc::c_long,
+    a1: libc::c_long,
+    a2: libc::c_long,
+    a3: libc::c_long,
+    a4: libc::c_long,
+    a5: libc::c_long,
+    a6: libc::c_long,
+) -> libc::c_long {
+    if n == libc::SYS_io_uring_setup {
+        return fail(Errno::ENOSYS) as libc::c_long;
+    }
+    let mut p = REAL_SYSCALL.load(Ordering::Acquire);
+    if p == 0 {
+        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds libc's `syscall`.
+        p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"syscall".as_ptr()) } as usize;
+        REAL_SYSCALL.store(p, Ordering::Release);
+    }
+    type Real = unsafe extern "C" fn(
+        libc::c_long,
+        libc::c_long,
+        libc::c_long,
+        libc::c_long,
+        libc::c_long,
+        libc::c_long,
+        libc::c_long,
+    ) -> libc::c_long;
+    // SAFETY: `p` is libc's `syscall` as dlsym returned it (never null: libc is loaded);
+    // called with six integer arguments after the number, which is how the variadic
+    // function receives them on these architectures.
+    let real: Real = unsafe { std::mem::transmute::<usize, Real>(p) };
+    // SAFETY: the caller's contract.
+    unsafe { real(n, a1, a2, a3, a4, a5, a6) }
+}
 
 fn bit(fd: RawFd) -> Option<(usize, u64)> {
     let fd = usize::try_from(fd).ok()?;
@@ -135,6 +198,11 @@ fn create(flags: c_int) -> c_int {
     };
     ep.disown();
     let fd = ep.fd();
+    if ep.backend() == Backend::Fallback {
+        // `close()` below forgets the instance, and a number this library does not know
+        // goes to the kernel: the engine need not check the queue fd on every kevent_ctl.
+        let _ = kevent_fallback::caller_sees_close(fd);
+    }
     if flags & libc::EPOLL_CLOEXEC == 0 {
         // kevent_init's fd is close-on-exec; epoll_create's is not unless asked.
         // SAFETY: fcntl on the fd just created; no pointers.

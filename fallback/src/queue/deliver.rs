@@ -17,6 +17,9 @@ pub(super) struct Absorbed {
     /// of nothing new means epoll is only repeating level sources this wait already took:
     /// harvesting again would spin.
     pub(super) fresh: usize,
+    /// Events of items no kevent and no internal fd of this queue owns (see
+    /// [`State::evict_unknown`]).
+    pub(super) unknown: usize,
 }
 
 impl State {
@@ -133,11 +136,13 @@ impl State {
     ) -> Absorbed {
         let mut foreign = false;
         let mut fresh = 0;
+        let mut unknown = 0;
         for ev in got {
             let (generation, slot) = token::split(ev.u64);
             if slot >= token::FIRST_RESERVED_SLOT {
                 if generation != ctx.nonce {
                     foreign = true;
+                    unknown += 1;
                     continue;
                 }
                 source::harvest(slot, &mut self.cx(ctx));
@@ -147,6 +152,7 @@ impl State {
             if self.kevents.reg.generation(slot) != Some(generation) {
                 // Removed since epoll saw it (or not ours at all).
                 foreign |= self.kevents.reg.get(slot).is_none() && generation & 1 == 0;
+                unknown += 1;
                 continue;
             }
             let Some(kev) = self.kevents.reg.get_mut(slot) else {
@@ -175,7 +181,47 @@ impl State {
             }
             fresh += 1;
         }
-        Absorbed { foreign, fresh }
+        Absorbed {
+            foreign,
+            fresh,
+            unknown,
+        }
+    }
+
+    /// Whether an epoll token is one of this queue's: a live kevent's or an internal fd's.
+    fn owns_token(&self, tok: u64, ctx: Ctx) -> bool {
+        let (generation, slot) = token::split(tok);
+        if slot >= token::FIRST_RESERVED_SLOT {
+            generation == ctx.nonce
+        } else {
+            self.kevents.reg.generation(slot) == Some(generation)
+        }
+    }
+
+    /// Removes from the queue's epoll the items that no kevent and no internal fd owns,
+    /// where epoll still lets anyone reach them: a program's (or io_uring's) `epoll_ctl` on
+    /// the queue fd, or the item a REMOVE could not delete because its fd was closed while
+    /// a duplicate kept the file open, once the number names that file again (**D10**). Such
+    /// an item is level-triggered as often as not, and a wait could never sleep while its
+    /// file is ready. Returns how many items stay unreachable (their number is closed or
+    /// names another file: only the file's last close removes them).
+    ///
+    /// The items come from `/proc/self/fdinfo/<queue fd>` (number, data, inode); an item is
+    /// deleted only if its number still names a file with its inode and no kevent is
+    /// registered on that number (whose item it could otherwise be).
+    pub(super) fn evict_unknown(&mut self, ctx: Ctx) -> usize {
+        let mut stuck = 0;
+        for item in sys::epoll_items(ctx.epfd) {
+            if self.owns_token(item.data, ctx) {
+                continue;
+            }
+            let reachable = sys::file_id(item.fd).is_ok_and(|f| f.ino == item.ino)
+                && !source::fd_in_use(item.fd, &mut self.cx(ctx));
+            if !reachable || sys::epoll_ctl(ctx.epfd, libc::EPOLL_CTL_DEL, item.fd, 0, 0).is_err() {
+                stuck += 1;
+            }
+        }
+        stuck
     }
 
     pub(super) fn park(&mut self, slot: u32, ctx: Ctx) {

@@ -6,6 +6,10 @@ use std::mem::MaybeUninit;
 use kevent_sys::{Errno, KEVENT_FLAGS_ABSTIME, KEVENT_RET_COPY_FAILED, ukevent};
 
 use super::{HARVEST, Queue, SLICE_NS};
+
+/// How long a wait naps between harvests while an item nobody can remove keeps the queue's
+/// epoll ready (decision P32).
+const BLIND_NAP_NS: u64 = 10_000_000;
 use crate::ring::Ring;
 use crate::sys;
 
@@ -106,6 +110,8 @@ impl Queue {
     ) -> Result<u32, Errno> {
         let ctx = self.ctx();
         let call = self.next_call();
+        // Decision P34: SIGNAL kevents whose handler a program replaced get it back.
+        crate::signal::dispatch::reclaim_if_due();
         let mut events = [MaybeUninit::<libc::epoll_event>::uninit(); HARVEST];
         // Level kevents this wait delivered and epoll reported again; the first `parked_upto`
         // are switched to edge-triggered until the wait ends.
@@ -113,6 +119,11 @@ impl Queue {
         let mut parked_upto = 0;
         let mut more;
         let mut nonblock_checked = false;
+        let mut interrupted = false;
+        // Signals blocked outside the sleeps of this wait (dropped, restored, on return).
+        let mut held: Option<sys::SignalsHeld> = None;
+        // Items that are no kevent's keep epoll ready and cannot be removed (decision P32).
+        let mut blind = false;
         // The first harvest never blocks and runs before the lock is taken: when it finds
         // enough (the busy server's case), a wait costs one epoll_wait and one lock.
         let first_cap = match sink {
@@ -121,7 +132,12 @@ impl Queue {
         }
         .saturating_add(8)
         .min(HARVEST);
-        let first = sys::epoll_wait(self.epfd, &mut events[..first_cap], 0);
+        // A zero timeout never sleeps, so an EINTR here is only a handler that ran just
+        // before: nothing to harvest yet, the loop below looks again.
+        let first = match sys::epoll_wait(self.epfd, &mut events[..first_cap], 0, None) {
+            Err(Errno::EINTR) => Ok(&[][..]),
+            r => r,
+        };
         let mut proven;
         let mut deferred;
         let mut st = self.lock();
@@ -202,7 +218,46 @@ impl Queue {
             st.sync_wake(ctx);
             drop(st);
             let cap = (room + 8).min(HARVEST);
-            let r = sys::epoll_wait(self.epfd, &mut events[..cap], timeout_ns.min(SLICE_NS));
+            let swallowed = crate::signal::dispatch::swallowed_here();
+            let mut slice = timeout_ns.min(SLICE_NS);
+            if sleeping && held.is_none() {
+                // Spec section 3: a handler that runs while this wait sleeps must end it.
+                // Between two sleeps (the slices, the gap before the first) it would run
+                // unseen: from here on signals are delivered only inside the sleeps.
+                held = sys::SignalsHeld::hold();
+            }
+            let mask = held.as_ref().map(|h| &h.old);
+            let mut napped_into_signal = false;
+            if sleeping && blind {
+                // Decision P32: an item nobody can remove keeps epoll ready; nap on the wake
+                // eventfd (READY, wake-ups, the ready list) and harvest without blocking.
+                napped_into_signal =
+                    sys::nap_until_readable(ctx.wake, slice.min(BLIND_NAP_NS), mask);
+                slice = 0;
+            }
+            let harvest = if napped_into_signal {
+                Err(Errno::EINTR)
+            } else {
+                sys::epoll_wait(self.epfd, &mut events[..cap], slice, mask)
+            };
+            let r = match harvest {
+                Err(Errno::EINTR) => {
+                    // Spec section 3: a wait interrupted by a signal handler returns what is
+                    // ready, possibly 0, at once (one more harvest that does not block). A
+                    // signal the engine swallowed for a NOMASK kevent ran no handler of the
+                    // program (natively it would not have interrupted anything): the wait
+                    // goes on, and the doorbell it rang is harvested like any event.
+                    if crate::signal::dispatch::swallowed_here() == swallowed {
+                        deadline = Deadline::Now;
+                        interrupted = true;
+                    }
+                    Ok(&[][..])
+                }
+                r => r,
+            };
+            if sleeping {
+                crate::signal::dispatch::reclaim_if_due();
+            }
             st = self.lock();
             let mut woken = false;
             if sleeping {
@@ -217,7 +272,8 @@ impl Queue {
                 Err(e) => break Err(e),
             };
             let a = st.absorb(got, call, sink, ctx, &mut parked);
-            more = got.len() == cap && a.fresh > 0;
+            // After an interruption, one more harvest (not blocking) before returning.
+            more = (got.len() == cap && a.fresh > 0) || std::mem::take(&mut interrupted);
             if a.foreign || (got.is_empty() && sleeping && !woken) {
                 // Tokens that are not ours, or a sleep slice that ended empty: make sure the
                 // fd is still this queue before going on.
@@ -227,6 +283,11 @@ impl Queue {
                 if let Err(e) = v {
                     break Err(e);
                 }
+            }
+            if sleeping && a.unknown > 0 && a.fresh == 0 && !blind {
+                // A sleep that only items of nobody ended (decision P32): remove those that
+                // can be removed; the wait naps instead of spinning while others stay.
+                blind = st.evict_unknown(ctx) > 0;
             }
             if woken {
                 st.take_ready(call, sink, ctx);

@@ -343,7 +343,7 @@ fn run(ep: &OwnedFd, inbox: &Inbox) {
             SLICE_NS
         };
         let mut rang = false;
-        if let Ok(got) = sys::epoll_wait(ep, &mut events, timeout) {
+        if let Ok(got) = sys::epoll_wait(ep, &mut events, timeout, None) {
             for ev in got {
                 let key = ev.u64;
                 if key == DOORBELL {

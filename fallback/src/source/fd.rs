@@ -11,14 +11,17 @@
 
 use std::os::fd::RawFd;
 
-use kevent_sys::{Errno, KEVENT_PIPE, KEVENT_POLL, KEVENT_SOCKET, kevent_id, ukevent};
+use kevent_sys::{
+    Errno, KEVENT_PIPE, KEVENT_POLL, KEVENT_REQ_ALWAYS_QUEUE, KEVENT_REQ_READY, KEVENT_SOCKET,
+    kevent_id, ukevent,
+};
 
 use crate::kevent::{Kevent, Registered};
 use crate::rules::{self, Report};
 use crate::sys::{self, FileId};
 use crate::token;
 
-use super::{Epoll, Prepared, Source, pipe, poll, socket};
+use super::{Epoll, Prepared, QueueCx, Source, pipe, poll, socket};
 
 /// A SOCKET, PIPE or POLL kevent's source: the identity of the file its fd named at ADD.
 #[derive(Debug)]
@@ -30,12 +33,19 @@ pub(crate) struct Fd {
 pub(super) fn prepare(uk: &ukevent) -> Result<Prepared, Errno> {
     let fd = fd_of(uk.id.raw());
     let file = validate(uk.type_, fd)?;
-    let revents = poll_now(uk.type_, fd, uk.event);
+    // With ALWAYS_QUEUE or READY the ADD registers whatever the fd has now (`rules::on_add`;
+    // epoll's ADD finds a ready fd ready): no need to look (one `poll` less per ADD, the
+    // epoll shim's case, issue 24 item 6).
+    let ready_now = if uk.req_flags & (KEVENT_REQ_ALWAYS_QUEUE | KEVENT_REQ_READY) != 0 {
+        None
+    } else {
+        report(uk.type_, fd, uk.event, poll_now(uk.type_, fd, uk.event))
+    };
     Ok(Prepared {
         source: Source::Fd(Fd {
             file: file.identity(),
         }),
-        ready_now: report(uk.type_, fd, uk.event, revents),
+        ready_now,
     })
 }
 
@@ -43,17 +53,6 @@ impl Fd {
     /// The watched fd.
     pub(super) fn fd(&self, uk: &Registered) -> RawFd {
         fd_of(kevent_id::from_u64(uk.id).raw())
-    }
-
-    /// Registers the fd in the queue's epoll under the kevent's token.
-    pub(super) fn arm(&self, uk: &Registered, token: u64, ep: Epoll) -> Result<(), Errno> {
-        let events = epoll_events(uk.type_, uk.event, uk.req_flags);
-        match ep.ctl(libc::EPOLL_CTL_ADD, self.fd(uk), events, token) {
-            Ok(()) => Ok(()),
-            // No ->poll (regular file): the fd is of the wrong kind.
-            Err(Errno::EPERM) => Err(Errno::EINVAL),
-            Err(e) => Err(e),
-        }
     }
 
     /// Removes the fd from the queue's epoll (not for a stale kevent, nor a number that went
@@ -137,6 +136,44 @@ impl Fd {
         let events = epoll_events(uk.type_, uk.event, uk.req_flags) | extra;
         let _ = ep.ctl(libc::EPOLL_CTL_MOD, self.fd(uk), events, token);
     }
+}
+
+/// Registers the fd of the freshly inserted fd kevent in `slot` in the queue's epoll under
+/// its token.
+///
+/// **D10**: epoll keeps an item keyed by (file, number) until the file's last descriptor
+/// closes, and `EPOLL_CTL_DEL` can only reach it while the number names that file. A kevent
+/// REMOVEd (or found stale) after its fd was closed while a duplicate kept the file open
+/// leaves such an item behind, nobody's; when the number names that file again (`dup2`), the
+/// ADD of the same key meets it (`EEXIST`). No kevent owns the item (no other fd kevent is
+/// on that number, and it is none of the queue's own fds): it is taken over with
+/// `EPOLL_CTL_MOD` under the new kevent's mask and token, so the stale registration never
+/// causes `-EEXIST`.
+pub(super) fn arm(slot: u32, generation: u32, cx: &mut QueueCx<'_>) -> Result<(), Errno> {
+    let kev = cx.kevents.reg.get(slot).ok_or(Errno::EINVAL)?;
+    let Source::Fd(s) = &kev.source else {
+        return Err(Errno::EINVAL);
+    };
+    let fd = s.fd(&kev.uk);
+    let events = epoll_events(kev.uk.type_, kev.uk.event, kev.uk.req_flags);
+    let token = token::make(generation, slot);
+    match cx.epoll.ctl(libc::EPOLL_CTL_ADD, fd, events, token) {
+        Ok(()) => Ok(()),
+        // No ->poll (regular file): the fd is of the wrong kind.
+        Err(Errno::EPERM) => Err(Errno::EINVAL),
+        Err(Errno::EEXIST) if !cx.shared.is_internal(fd) && !watched_by_other(cx, fd, slot) => {
+            cx.epoll.ctl(libc::EPOLL_CTL_MOD, fd, events, token)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether an fd kevent other than `slot` is registered on number `fd` (one fd kevent per
+/// fd: a second one's ADD is `-EEXIST`). A scan, on the rare `EEXIST` path only.
+pub(super) fn watched_by_other(cx: &QueueCx<'_>, fd: RawFd, slot: u32) -> bool {
+    cx.kevents.reg.iter().any(|(other, kev)| {
+        other != slot && matches!(&kev.source, Source::Fd(o) if o.fd(&kev.uk) == fd)
+    })
 }
 
 /// The fd a SOCKET/PIPE/POLL kevent watches (`id.raw[0]`).

@@ -175,7 +175,7 @@ pub(crate) fn arm(slot: u32, cx: &mut QueueCx<'_>) -> Result<(), Errno> {
     let kev = cx.kevents.reg.get_mut(slot).ok_or(Errno::EINVAL)?;
     let (uk, ep, shared) = (&kev.uk, cx.epoll, &mut *cx.shared);
     match &mut kev.source {
-        Source::Fd(s) => s.arm(uk, token::make(generation, slot), ep),
+        Source::Fd(_) => fd::arm(slot, generation, cx),
         Source::Timer(s) => s.arm(slot, &mut shared.timers, ep),
         Source::Signal(s) => s.arm(slot, &mut shared.signals, ep),
         Source::Inode(s) => s.arm(uk, slot, &mut shared.inodes, ep),
@@ -222,6 +222,11 @@ pub(crate) fn harvest(reserved: u32, cx: &mut QueueCx<'_>) {
         token::INODE => cx.shared.inodes.read(cx.kevents),
         _ => {}
     }
+}
+
+/// Whether number `fd` is one of the queue's own fds or watched by one of its fd kevents.
+pub(crate) fn fd_in_use(fd: RawFd, cx: &mut QueueCx<'_>) -> bool {
+    cx.shared.is_internal(fd) || fd::watched_by_other(cx, fd, u32::MAX)
 }
 
 /// **D10**: whether an fd kevent's fd no longer names the file it was registered with (other

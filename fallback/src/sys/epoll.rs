@@ -70,42 +70,44 @@ fn probe_epoll_pwait2(empty_epoll: RawFd) {
 }
 
 /// Waits for events on `epfd` for at most `timeout_ns` (0: do not block) and returns the
-/// initialised prefix of `buf`. `EINTR` is reported as zero events (a wait interrupted by a
-/// signal handler returns what is ready, spec section 3).
+/// initialised prefix of `buf`. `EINTR` (a signal handler ran) is passed on: the waiting loop
+/// decides what an interrupted wait returns (spec section 3: what is ready, possibly 0).
 ///
 /// Blocking waits use `epoll_pwait2` for nanosecond precision when the probe found it usable;
 /// otherwise `epoll_wait` with the timeout rounded *up* to whole milliseconds (never early).
 /// If `epoll_pwait2` fails where `epoll_wait` then succeeds (a seccomp filter installed after
 /// the probe), it is never used again.
-pub(crate) fn epoll_wait(
+///
+/// `sigmask`: the signal mask to sleep with (`epoll_pwait`'s), for a caller that blocks
+/// signals outside the sleep ([`SignalsHeld`]); `None`: the thread's mask.
+pub(crate) fn epoll_wait<'a>(
     epfd: RawFd,
-    buf: &mut [MaybeUninit<libc::epoll_event>],
+    buf: &'a mut [MaybeUninit<libc::epoll_event>],
     timeout_ns: u64,
-) -> Result<&[libc::epoll_event], Errno> {
+    sigmask: Option<&libc::sigset_t>,
+) -> Result<&'a [libc::epoll_event], Errno> {
     use std::sync::atomic::Ordering::Relaxed;
     let max = buf.len().min(libc::c_int::MAX as usize) as libc::c_int;
     let ptr = buf.as_mut_ptr().cast::<libc::epoll_event>();
+    // The kernel's sigset is 8 bytes: the first 8 of libc's `sigset_t`.
+    let (mask, mask_size) = match sigmask {
+        Some(m) => (m as *const libc::sigset_t, 8usize),
+        None => (std::ptr::null(), 0),
+    };
     let plain = |ms: libc::c_int| {
         // SAFETY: `ptr` is valid for writes of `max` epoll_events (the slice's length); the
-        // sigmask is null (none), which makes `epoll_pwait` the plain `epoll_wait` (P25: a
-        // raw system call, not libc's interposable wrapper).
+        // sigmask is null (none: then `epoll_pwait` is the plain `epoll_wait`) or a live
+        // sigset borrowed for the call (P25: a raw system call, not libc's interposable
+        // wrapper).
         unsafe {
-            libc::syscall(
-                libc::SYS_epoll_pwait,
-                epfd,
-                ptr,
-                max,
-                ms,
-                std::ptr::null::<libc::sigset_t>(),
-                0usize,
-            ) as libc::c_int
+            libc::syscall(libc::SYS_epoll_pwait, epfd, ptr, max, ms, mask, mask_size) as libc::c_int
         }
     };
     let ret = if timeout_ns == 0 {
         plain(0)
     } else if PWAIT2.load(Relaxed) == PWAIT2_YES {
         let ts = crate::timer::ns_to_timespec(timeout_ns);
-        // SAFETY: `ptr` as above; `ts` lives across the call; the sigmask is null (none).
+        // SAFETY: `ptr` and the sigmask as above; `ts` lives across the call.
         let r = unsafe {
             libc::syscall(
                 libc::SYS_epoll_pwait2,
@@ -113,8 +115,8 @@ pub(crate) fn epoll_wait(
                 ptr,
                 max,
                 &ts as *const libc::timespec,
-                std::ptr::null::<libc::sigset_t>(),
-                0usize,
+                mask,
+                mask_size,
             )
         } as libc::c_int;
         if r < 0 && Errno::last() != Errno::EINTR {
@@ -138,11 +140,149 @@ pub(crate) fn epoll_wait(
     } else {
         plain(timeout_ns.div_ceil(1_000_000).min(libc::c_int::MAX as u64) as libc::c_int)
     };
-    let n = match check(ret) {
-        Ok(n) => n as usize,
-        Err(Errno::EINTR) => 0,
-        Err(e) => return Err(e),
-    };
+    let n = check(ret)? as usize;
     // SAFETY: the kernel initialised the first `n <= max` entries.
     Ok(unsafe { std::slice::from_raw_parts(ptr, n) })
+}
+
+/// The calling thread's signals, blocked (but the synchronous ones and those the C library
+/// keeps for itself) until dropped, which restores the mask it found. A waiting loop holds
+/// them outside its sleeps and sleeps with the mask it found ([`epoll_wait`]'s `sigmask`): a
+/// signal handler then only ever runs *inside* a sleep, which it ends with `EINTR`, never in
+/// the gap between two sleeps, where the loop would not know it ran (the race `pselect`
+/// exists for).
+pub(crate) struct SignalsHeld {
+    pub(crate) old: libc::sigset_t,
+}
+
+impl SignalsHeld {
+    /// Blocks every signal but the synchronous ones (a fault while they are blocked would
+    /// kill the process instead of reaching its handler, the engine's safecopy fixup
+    /// included); `None` if the mask could not be changed.
+    pub(crate) fn hold() -> Option<SignalsHeld> {
+        let mut all = async_safe::sigemptyset();
+        // SAFETY: `all` is a live sigset the calls only write.
+        unsafe {
+            libc::sigfillset(&mut all);
+            for s in [
+                libc::SIGSEGV,
+                libc::SIGBUS,
+                libc::SIGILL,
+                libc::SIGFPE,
+                libc::SIGTRAP,
+                libc::SIGSYS,
+            ] {
+                libc::sigdelset(&mut all, s);
+            }
+        }
+        async_safe::pthread_sigmask(libc::SIG_BLOCK, Some(&all)).map(|old| SignalsHeld { old })
+    }
+}
+
+impl Drop for SignalsHeld {
+    fn drop(&mut self) {
+        let _ = async_safe::pthread_sigmask(libc::SIG_SETMASK, Some(&self.old));
+    }
+}
+
+/// One item of an epoll instance, as `/proc/self/fdinfo/<epfd>` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EpollItem {
+    /// The fd number it was added under.
+    pub(crate) fd: RawFd,
+    /// Its `epoll_data`.
+    pub(crate) data: u64,
+    /// The inode of its file.
+    pub(crate) ino: u64,
+}
+
+/// Every item of epoll `epfd` (from `/proc/self/fdinfo`, lines `tfd: N events: E data: D
+/// pos: P ino: I sdev: S`, numbers but `tfd` in hex). Empty when `/proc` is not mounted.
+pub(crate) fn epoll_items(epfd: RawFd) -> Vec<EpollItem> {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/self/fdinfo/{epfd}")) else {
+        return Vec::new();
+    };
+    text.lines().filter_map(parse_item).collect()
+}
+
+fn parse_item(line: &str) -> Option<EpollItem> {
+    let mut it = line.split_whitespace();
+    let mut item = EpollItem {
+        fd: -1,
+        data: 0,
+        ino: 0,
+    };
+    let mut have = 0;
+    while let Some(key) = it.next() {
+        // `pos:0` and `ino:1f` carry their value in the same word.
+        let (key, inline) = match key.split_once(':') {
+            Some((k, v)) if !v.is_empty() => (k, Some(v)),
+            Some((k, _)) => (k, None),
+            None => continue,
+        };
+        let value = match inline {
+            Some(v) => v,
+            None => it.next()?,
+        };
+        match key {
+            "tfd" => {
+                item.fd = value.parse().ok()?;
+                have |= 1;
+            }
+            "data" => {
+                item.data = u64::from_str_radix(value, 16).ok()?;
+                have |= 2;
+            }
+            "ino" => {
+                item.ino = u64::from_str_radix(value, 16).ok()?;
+                have |= 4;
+            }
+            _ => {}
+        }
+    }
+    (have == 7).then_some(item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fdinfo_lines_parse() {
+        let l = "tfd:        5 events:       19 data:               2a  pos:0 ino:3d5c sdev:8";
+        assert_eq!(
+            parse_item(l),
+            Some(EpollItem {
+                fd: 5,
+                data: 0x2a,
+                ino: 0x3d5c
+            })
+        );
+        assert_eq!(parse_item("pos:\t0"), None);
+        assert_eq!(parse_item("flags:\t02000002"), None);
+    }
+
+    #[test]
+    fn a_live_epoll_lists_its_items() {
+        let ep = epoll_create().unwrap();
+        let ev = super::super::eventfd().unwrap();
+        epoll_ctl(
+            ep.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            ev.as_raw_fd(),
+            1,
+            0xfeed_beef_0000_0001,
+        )
+        .unwrap();
+        let items = epoll_items(ep.as_raw_fd());
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert_eq!(
+            (items[0].fd, items[0].data),
+            (ev.as_raw_fd(), 0xfeed_beef_0000_0001)
+        );
+        assert_eq!(
+            items[0].ino,
+            super::super::file_id(ev.as_raw_fd()).unwrap().ino
+        );
+    }
 }

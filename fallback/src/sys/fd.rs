@@ -104,6 +104,26 @@ pub(crate) fn poll_now(fd: RawFd, events: i16) -> i16 {
     if n <= 0 { 0 } else { p.revents }
 }
 
+/// Sleeps until `fd` is readable or `timeout_ns` passed, with the signal mask `sigmask`
+/// (`None`: the thread's); `true` when a signal handler ended it (`EINTR`).
+pub(crate) fn nap_until_readable(
+    fd: RawFd,
+    timeout_ns: u64,
+    sigmask: Option<&libc::sigset_t>,
+) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = crate::timer::ns_to_timespec(timeout_ns);
+    let mask = sigmask.map_or(std::ptr::null(), |m| m as *const libc::sigset_t);
+    // SAFETY: `p` is one valid pollfd on our stack; `ts` and the mask (null or borrowed) live
+    // across the call and are only read.
+    let r = unsafe { libc::ppoll(&mut p, 1, &ts, mask) };
+    r < 0 && Errno::last() == Errno::EINTR
+}
+
 /// The pending error of a socket (`SO_ERROR`), or `None` when it has none or is no socket.
 pub(crate) fn socket_error(fd: RawFd) -> Option<Errno> {
     let mut err: libc::c_int = 0;

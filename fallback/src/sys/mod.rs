@@ -52,9 +52,11 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use kevent_sys::Errno;
 
 pub(crate) use async_safe::eventfd_signal;
-pub(crate) use epoll::{epoll_create, epoll_ctl, epoll_wait};
+pub(crate) use epoll::{SignalsHeld, epoll_create, epoll_ctl, epoll_items, epoll_wait};
 pub(crate) use eventfd::{eventfd, eventfd_drain};
-pub(crate) use fd::{FileId, above_floor, file_id, poll_now, socket_error, status_flags};
+pub(crate) use fd::{
+    FileId, above_floor, file_id, nap_until_readable, poll_now, socket_error, status_flags,
+};
 pub(crate) use inotify::{inotify_init, inotify_read, inotify_unwatch, inotify_watch_fd};
 pub(crate) use timerfd::{clock_gettime, timerfd_arm, timerfd_create, timerfd_drain};
 

@@ -130,9 +130,13 @@ impl From<Signo> for i32 {
 /// # Backends
 ///
 /// Native: the kernel routes the signal. Fallback: a process-wide handler is installed when
-/// the first kevent for a signal is added; a handler the program installs *afterwards*
-/// (`sigaction`, `tokio::signal`, `ctrlc`, `signal-hook`) replaces it, and the queue stops
-/// hearing of that signal. Use one mechanism per signal.
+/// the first kevent for a signal is added. A handler the program installs *afterwards*
+/// (`sigaction`, `tokio::signal`, `ctrlc`, `signal-hook`) replaces it for a while: the
+/// engine notices from its waits (within about a second while a thread waits), takes the
+/// signal back and from then on calls the other handler after recording the delivery
+/// (decision P34), so both hear of the signal; deliveries in between reach only the other
+/// handler. Where every delivery must be
+/// counted, use one mechanism per signal.
 ///
 /// ```
 /// use kevent::{Queue, Signal, Signo, Timeout, Events, EventKind};

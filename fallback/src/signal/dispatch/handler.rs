@@ -24,6 +24,12 @@ pub(super) extern "C" fn on_signal(signo: c_int, info: *mut libc::siginfo_t, ctx
     if super::super::safecopy::fixup(signo, info, ctx) {
         return;
     }
+    if !ctx.is_null() && CHAINING.with(Cell::get) == ctx as usize {
+        // The handler this delivery was chained to called us back (signal-hook, and so
+        // tokio::signal, keep the handler they replaced and call it): counted already.
+        CHAINING.with(|c| c.set(0));
+        return;
+    }
     let saved_errno = async_safe::errno();
     let Some(slot) = usize::try_from(signo).ok().and_then(|s| SIGNALS.get(s)) else {
         return;
@@ -38,10 +44,16 @@ pub(super) extern "C" fn on_signal(signo: c_int, info: *mut libc::siginfo_t, ctx
     }
     let swallow =
         slot.nomask.load(SeqCst) > 0 && !is_fault(signo, info) && nomask_in_force(signo, slot);
-    if !swallow {
+    if swallow {
+        // A const-initialised `Cell<u64>` thread-local: no allocation, no destructor, no
+        // lock (async-signal-safe).
+        SWALLOWED.with(|n| n.set(n.get().wrapping_add(1)));
+    } else {
         // Restored before running the program's handler.
         async_safe::set_errno(saved_errno);
+        let outer = CHAINING.with(|c| c.replace(ctx as usize));
         deliver_as_usual(signo, slot, info, ctx);
+        CHAINING.with(|c| c.set(outer));
     }
     async_safe::set_errno(saved_errno);
 }
@@ -69,6 +81,13 @@ pub(super) fn deliver_as_usual(
             return;
         }
         if h == libc::SIG_DFL {
+            if sigaction(signo, None).is_ok_and(|cur| cur.sa_sigaction != on_signal_addr()) {
+                // Not the installed handler: one that replaced `on_signal` called it (a
+                // handler that chains to the one it replaced, as signal-hook's does) and has
+                // handled the signal; the default action is what that handler replaced
+                // (decision P34).
+                return;
+            }
             default_action_now(signo, slot);
             return;
         }

@@ -144,10 +144,15 @@
 //!   queue, can check the wrong queue once (one signal swallowed or delivered wrongly).
 //!
 //! * A program that installs its own disposition *after* a signal kevent was registered
-//!   replaces `on_signal`: deliveries are no longer counted and NOMASK no longer holds. The
-//!   next NOMASK transition (first NOMASK watcher added, or last removed) reinstalls
+//!   replaces `on_signal`: deliveries are no longer counted and NOMASK no longer holds
+//!   until `reclaim_if_due` (called by the waits, at most once a second; decision P34) or
+//!   the next NOMASK transition (first NOMASK watcher added, or last removed) reinstalls
 //!   `on_signal` and adopts the program's new disposition as the saved one; the last
-//!   [`unwatch`] leaves the program's disposition in place.
+//!   [`unwatch`] leaves the program's disposition in place. A replacing handler that calls
+//!   the one it replaced (signal-hook's) reaches `on_signal` with the delivery's context:
+//!   as the installed handler's callee it counts and never takes a default action; as
+//!   `on_signal`'s own callee (after the reclaim) it is recognised (`CHAINING`) and not
+//!   counted again.
 //! * Deliveries are seen, not generations: a signal blocked in every thread stays pending
 //!   and is reported when a thread unblocks it; a program that takes it with `sigwaitinfo` or
 //!   its own signalfd consumes it unseen (and NOMASK cannot hide it). Standard signals that
@@ -191,7 +196,7 @@ use disposition::*;
 use handler::*;
 pub use owners::Owner;
 use owners::*;
-pub(crate) use watchers::{faults_held, hold_faults};
+pub(crate) use watchers::{faults_held, hold_faults, reclaim_if_due};
 pub use watchers::{unwatch, unwatch_for, watch, watch_for};
 
 use std::cell::{Cell, RefCell};
@@ -262,6 +267,19 @@ thread_local! {
     static IN_CRITICAL: Cell<bool> = const { Cell::new(false) };
     /// The guard the atfork prepare handler took, released by the parent or child handler.
     static FORK_GUARD: RefCell<Option<MutexGuard<'static, ()>>> = const { RefCell::new(None) };
+    /// Signals `on_signal` swallowed (NOMASK) on this thread: a wait that a swallowed signal
+    /// interrupted was not interrupted by a handler of the program (spec section 3: natively
+    /// such a signal never reaches the thread at all), so it sleeps on.
+    static SWALLOWED: Cell<u64> = const { Cell::new(0) };
+    /// The context (`ucontext_t` address) of the delivery whose program handler `on_signal`
+    /// is calling on this thread, 0 if none: a call of `on_signal` with that context comes
+    /// from that handler, which chains back (decision P34).
+    static CHAINING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// How many signals `on_signal` swallowed on the calling thread so far (see `SWALLOWED`).
+pub(crate) fn swallowed_here() -> u64 {
+    SWALLOWED.with(Cell::get)
 }
 
 /// A held `LOCK`, with `IN_CRITICAL` set for as long as it may be held.

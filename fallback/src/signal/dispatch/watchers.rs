@@ -189,3 +189,42 @@ pub(crate) fn faults_held() -> bool {
             && sigaction(signo, None).is_ok_and(|cur| cur.sa_sigaction == on_signal_addr())
     })
 }
+
+/// How often [`reclaim_if_due`] looks.
+const RECLAIM_EVERY_NS: u64 = 1_000_000_000;
+static RECLAIM_LAST: AtomicU64 = AtomicU64::new(0);
+
+/// Decision P34: a program (or a library: `tokio::signal`, `ctrlc`, `signal-hook`) that
+/// installs its own disposition for a signal a SIGNAL kevent watches replaces `on_signal`,
+/// and the kevent would never fire again. At most once a second (the waits call this), every
+/// watched signal whose disposition is no longer `on_signal` gets it back, with the
+/// program's disposition as the saved one it chains to: both see every delivery (a handler
+/// that chains back to the one it replaced, as signal-hook does, is recognised and not
+/// counted twice). The library's own hold of `SIGSEGV`/`SIGBUS` is never taken back.
+pub(crate) fn reclaim_if_due() {
+    let now = crate::timer::monotonic_now_ns();
+    let last = RECLAIM_LAST.load(Relaxed);
+    if now.saturating_sub(last) < RECLAIM_EVERY_NS
+        || RECLAIM_LAST
+            .compare_exchange(last, now, Relaxed, Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    let watched = |s: &Slot| !s.held.load(Relaxed) && s.watchers.load(Relaxed) > 0;
+    if !SIGNALS.iter().any(watched) {
+        return;
+    }
+    let _critical = Critical::enter();
+    for (signo, slot) in SIGNALS.iter().enumerate().skip(1) {
+        if !watched(slot) {
+            continue;
+        }
+        let signo = signo as c_int;
+        let replaced = sigaction(signo, None).is_ok_and(|cur| cur.sa_sigaction != on_signal_addr());
+        if replaced {
+            // On failure the program's disposition stays; the next look tries again.
+            let _ = install(signo, slot);
+        }
+    }
+}

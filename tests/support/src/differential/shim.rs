@@ -35,3 +35,55 @@ pub fn shim() -> Result<PathBuf, String> {
         Err(format!("{} was not built", so.display()))
     }
 }
+
+/// [`shim`], or a printed skip of test `name` (a failure under `KEVENT_REQUIRE_ALL=1`):
+/// `None` then.
+pub fn shim_or_skip(name: &str) -> Option<String> {
+    match shim() {
+        Ok(so) => Some(so.to_str().expect("utf-8 path").to_string()),
+        Err(why) => {
+            crate::skip(name, &format!("libkevent-epoll.so unavailable: {why}"));
+            None
+        }
+    }
+}
+
+/// Runs test `name` of this test binary under `LD_PRELOAD=libkevent-epoll.so`, once per
+/// backend (`KEVENT_BACKEND`), in a child process: in the child (`child_env` set to the
+/// backend's name) `child` runs, then `None`; in the parent every child must pass within
+/// `limit`, and their outputs are returned with the backend's names (`None` when the shim
+/// is unavailable: a skip).
+pub fn run_preloaded(
+    name: &str,
+    child_env: &str,
+    limit: std::time::Duration,
+    child: fn(&str),
+) -> Option<Vec<(String, crate::ChildOutput)>> {
+    if let Ok(backend) = std::env::var(child_env) {
+        child(&backend);
+        println!("\nCHILD-OK");
+        return None;
+    }
+    let so = shim_or_skip(name)?;
+    let mut outs = Vec::new();
+    for b in crate::backends(name) {
+        let kind = b.as_str();
+        let out = crate::run_child(
+            name,
+            kind,
+            &[
+                ("LD_PRELOAD", so.as_str()),
+                (child_env, kind),
+                ("KEVENT_BACKEND", kind),
+            ],
+            limit,
+        );
+        assert!(
+            out.ok,
+            "[{name}] preloaded child on the {kind} backend failed: {}",
+            out.describe()
+        );
+        outs.push((kind.to_string(), out));
+    }
+    Some(outs)
+}
