@@ -34,22 +34,6 @@ fn waiter(q: &Arc<Queue>, min_nr: u32) -> (JoinHandle<Vec<ukevent>>, libc::pid_t
     (h, rx.recv().unwrap())
 }
 
-/// The fallback engine has finding 8's bug (`fallback/src/queue/deliver.rs`, `absorb()`: a
-/// level kevent the waiting call has delivered is parked edge-triggered in the queue's epoll
-/// while that call sleeps, so neither another waiter nor `poll()` of the queue fd sees it).
-/// Until it is fixed, the tests that need it skip the fallback with this printed reason, unless
-/// `KEVENT_TEST_FALLBACK_BUGS=1` (then they run, and fail); the native backend always runs them.
-fn skip_fallback_bug(b: Backend, test: &str) -> bool {
-    if b.is_native() || std::env::var("KEVENT_TEST_FALLBACK_BUGS").as_deref() == Ok("1") {
-        return false;
-    }
-    eprintln!(
-        "[{test}] skipped on the fallback: known engine bug (issue 20 finding 8: a level kevent \
-         parked by a sleeping waiter is invisible to others); KEVENT_TEST_FALLBACK_BUGS=1 runs it"
-    );
-    true
-}
-
 /// The common start: a queue with a level socket (ready) and UNOTIFY 1, and T1 (`min_nr =
 /// 2`) asleep after delivering the socket.
 struct Held {
@@ -96,9 +80,6 @@ backend_test! {
     /// T1 (`min_nr = 2`) delivers a ready level socket and sleeps on for a second event; T2
     /// (`min_nr = 1`), started afterwards, must return with the socket at once.
     fn s4_level_kevent_held_by_a_sleeping_waiter_reaches_another_waiter(b) {
-        if skip_fallback_bug(b, "s4_level_kevent_held_by_a_sleeping_waiter_reaches_another_waiter") {
-            return;
-        }
         let Held { q, a: _a, peer: _peer, level, t1, .. } = held(b);
         let (t2, _) = waiter(&q, 1);
         let got = bounded(PROMPT, "the min_nr = 1 waiter with a level socket ready", move || {
@@ -127,9 +108,6 @@ backend_test! {
     /// While T1 (`min_nr = 2`) sleeps holding a ready level socket it has delivered, the queue
     /// fd polls readable (a poller of the queue, e.g. an epoll holding it, must see it).
     fn s4_queue_fd_readable_while_a_sleeping_waiter_holds_a_level_kevent(b) {
-        if skip_fallback_bug(b, "s4_queue_fd_readable_while_a_sleeping_waiter_holds_a_level_kevent") {
-            return;
-        }
         let Held { q, a: _a, peer: _peer, level, t1, .. } = held(b);
         assert_ne!(
             poll_now(q.fd, libc::POLLIN) & libc::POLLIN,
