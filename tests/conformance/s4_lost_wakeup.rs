@@ -78,14 +78,17 @@ fn finish_first(q: &Queue, t1: JoinHandle<Vec<ukevent>>, level: &ukevent) {
 
 backend_test! {
     /// T1 (`min_nr = 2`) delivers a ready level socket and sleeps on for a second event; T2
-    /// (`min_nr = 1`), started afterwards, must return with the socket at once.
+    /// (`min_nr = 1`), started afterwards, must return with the socket at once. T1, whose
+    /// socket stays ready, sleeps on (it neither takes the socket again nor spins on it).
     fn s4_level_kevent_held_by_a_sleeping_waiter_reaches_another_waiter(b) {
-        let Held { q, a: _a, peer: _peer, level, t1, .. } = held(b);
+        let Held { q, a: _a, peer: _peer, level, t1, tid1 } = held(b);
         let (t2, _) = waiter(&q, 1);
         let got = bounded(PROMPT, "the min_nr = 1 waiter with a level socket ready", move || {
             t2.join().unwrap()
         });
         expect_events(&got, &[Want::of(&level)]);
+        assert!(!t1.is_finished(), "the min_nr = 2 waiter returned with one event");
+        until_asleep(&[tid1]);
         finish_first(&q, t1, &level);
     }
 
