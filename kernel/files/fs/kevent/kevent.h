@@ -165,7 +165,7 @@ struct kevent {
 	refcount_t ref;
 	bool registered;		/* in the tree; under q->mtx */
 	bool charged;			/* counted in max_user_kevents */
-	u64 stamp;			/* last delivering call; under q->mtx */
+	u64 stamp;			/* its call; q->mtx and q->lock */
 
 	/* under q->lock */
 	bool counted;

@@ -8,11 +8,12 @@
  * kevents a call delivered while it holds q->mtx. That list goes back on
  * q->ready when the call ends and before it sleeps (as ep_poll() puts level
  * items back), so other waiters and ->poll() always see every ready
- * kevent; the call's stamp keeps it from delivering one twice, and its
- * wake-up target ignores its own (struct kevent_waiter), so it never spins
- * on them. Producers only add a kevent that is not queued, and otherwise
- * merge into its pending state: nothing is lost while a delivery has it in
- * hand.
+ * kevent. A call that may sleep remembers what it delivered (struct
+ * kevent_sink), so it never delivers one twice, and its wake-up target
+ * ignores the queued kevents stamped with its call (struct kevent_waiter),
+ * so it never spins on them. Producers only add a kevent that is not
+ * queued, and otherwise merge into its pending state: nothing is lost while
+ * a delivery has it in hand.
  *
  * The ring (spec sections 3, D12, D13) is ordinary user memory. It is
  * written only with copy_to_user()/put_user() from the owner's system calls
@@ -22,6 +23,7 @@
  * caller's copies are never read back.
  */
 #include <linux/anon_inodes.h>
+#include <linux/bsearch.h>
 #include <linux/capability.h>
 #include <linux/fdtable.h>
 #include <linux/file.h>
@@ -34,6 +36,7 @@
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
+#include <linux/sort.h>
 #include <linux/uaccess.h>
 #include <linux/user_namespace.h>
 
@@ -185,14 +188,16 @@ void kevent_insert(struct kevent *k)
 }
 
 /*
- * A thread in kevent_get_events() or kevent_wait().
+ * A thread in kevent_get_events() or kevent_wait(), on q->holders for the
+ * whole call.
  *
- * While it sleeps, the level kevents its call delivered already are back on
- * q->ready, where other waiters and ->poll() see them (a private list would
- * hide them: a producer merging into them wakes nobody). Its own call must
- * not deliver them twice, so its wake-up target does not count them: @own
- * is how many of them are still counted in q->nready, kept exact by
- * kevent_unhold() while the waiter is on q->holders.
+ * The kevents its call delivered (or skipped as delivered) go back on
+ * q->ready before it sleeps, where other waiters and ->poll() see them (a
+ * private list would hide them: a producer merging into them wakes
+ * nobody). Its own call must not deliver them twice, so its wake-up target
+ * does not count them: @own is how many queued kevents (counted in
+ * q->nready) carry its call's stamp. Every change of k->counted or
+ * k->stamp goes through kevent_own(), so @own is exact.
  */
 struct kevent_waiter {
 	wait_queue_entry_t wait;
@@ -205,20 +210,40 @@ struct kevent_waiter {
 	unsigned int own;		/* under q->lock */
 };
 
-/* @k, counted in q->nready, leaves the ready list: a sleeper's own? */
-static void kevent_unhold(struct kevent_queue *q, struct kevent *k)
+/* @k, counted in q->nready, joins (@d = 1) or leaves (-1) its call's own. */
+static void kevent_own(struct kevent_queue *q, struct kevent *k, int d)
 {
 	struct kevent_waiter *w;
 
-	/* Every dequeue runs under q->mtx, which guards k->stamp. */
-	lockdep_assert_held(&q->mtx);
+	lockdep_assert_held(&q->lock);
 	list_for_each_entry(w, &q->holders, hold) {
-		if (w->call == k->stamp) {
-			if (!WARN_ON_ONCE(!w->own))
-				w->own--;
-			return;
-		}
+		if (w->call != k->stamp)
+			continue;
+		if (d > 0)
+			w->own++;
+		else if (!WARN_ON_ONCE(!w->own))
+			w->own--;
+		return;
 	}
+}
+
+/* @k, just put on a ready list or batch, counts in q->nready. */
+static void kevent_count(struct kevent_queue *q, struct kevent *k)
+{
+	k->counted = true;
+	q->nready++;
+	kevent_own(q, k, 1);
+}
+
+/* @k is now the call @call's: it counts toward that call's own. */
+static void kevent_stamp(struct kevent_queue *q, struct kevent *k, u64 call)
+{
+	lockdep_assert_held(&q->lock);
+	if (k->counted)
+		kevent_own(q, k, -1);
+	k->stamp = call;
+	if (k->counted)
+		kevent_own(q, k, 1);
 }
 
 /* Takes @k off whatever list it is queued on. */
@@ -233,8 +258,7 @@ void kevent_dequeue(struct kevent *k)
 	if (k->counted) {
 		k->counted = false;
 		q->nready--;
-		if (unlikely(!list_empty(&q->holders)))
-			kevent_unhold(q, k);
+		kevent_own(q, k, -1);
 	}
 }
 
@@ -329,8 +353,7 @@ bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
 	if (!list_empty(&k->link))
 		return false;
 	list_add_tail(&k->link, &q->ready);
-	k->counted = true;
-	q->nready++;
+	kevent_count(q, k);
 	/* Pairs with the waiter's check under q->lock: no lost wake. */
 	if (waitqueue_active(&q->wq)) {
 		if (READ_ONCE(k->uk.req_flags) & KEVENT_REQ_WAKEUP_ALL)
@@ -701,7 +724,65 @@ struct kevent_sink {
 	bool ring_dirty;
 	u64 call;
 	struct list_head requeue;	/* level kevents this call delivered */
+	unsigned int fresh;		/* delivered since it last slept */
+	/*
+	 * A call that may sleep after a delivery remembers, with a reference,
+	 * every kevent it delivered that stays registered: while it sleeps
+	 * another call may deliver one and stamp it with its own call. Sorted
+	 * up to @nsorted; the rest carry this call's stamp (only a holder of
+	 * q->mtx stamps).
+	 */
+	bool remember;
+	struct kevent **seen;
+	unsigned int nseen, nsorted, cap;
 };
+
+static int kevent_ptr_cmp(const void *a, const void *b)
+{
+	const struct kevent *x = *(const struct kevent * const *)a;
+	const struct kevent *y = *(const struct kevent * const *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Whether this call delivered @k already. Context: q->lock held. */
+static bool kevent_delivered(struct kevent_sink *s, struct kevent *k)
+{
+	if (k->stamp == s->call)
+		return true;
+	return s->nsorted && bsearch(&k, s->seen, s->nsorted,
+				     sizeof(*s->seen), kevent_ptr_cmp);
+}
+
+/* Room to remember one more delivery. Context: q->mtx held. */
+static int kevent_sink_reserve(struct kevent_sink *s)
+{
+	struct kevent **seen;
+	unsigned int cap;
+
+	if (!s->remember || s->nseen < s->cap)
+		return 0;
+	/* A call delivers at most s->max kevents. */
+	cap = s->cap > s->max / 2 ? s->max : max(16U, s->cap * 2);
+	cap = min(cap, s->max);
+	seen = kvrealloc(s->seen, array_size(cap, sizeof(*seen)),
+			 GFP_KERNEL_ACCOUNT);
+	if (!seen)
+		return -ENOMEM;
+	s->seen = seen;
+	s->cap = cap;
+	return 0;
+}
+
+/* The end of a call: what it remembered is let go. */
+static void kevent_sink_forget(struct kevent_sink *s)
+{
+	unsigned int i;
+
+	for (i = 0; i < s->nseen; i++)
+		kevent_put(s->seen[i]);
+	kvfree(s->seen);
+}
 
 static unsigned int kevent_sink_room(struct kevent_queue *q,
 				     struct kevent_sink *s)
@@ -726,8 +807,7 @@ static void kevent_restore(struct kevent_queue *q, struct kevent *k,
 	k->marked |= snap->marked;
 	if (list_empty(&k->link)) {
 		list_add(&k->link, batch);
-		k->counted = true;
-		q->nready++;
+		kevent_count(q, k);
 	}
 }
 
@@ -736,7 +816,8 @@ static void kevent_restore(struct kevent_queue *q, struct kevent *k,
  * @requeue for a level kevent that stays registered: the caller puts it
  * back for the next wait (D7) when it next holds q->lock.
  *
- * Return: 1 delivered, 0 nothing to deliver, -EFAULT.
+ * Return: 2 delivered and still registered, 1 delivered and unregistered,
+ * 0 nothing to deliver, -EFAULT.
  */
 static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 			      struct kevent_snap *snap,
@@ -772,12 +853,12 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 	}
 	s->ring_dirty |= q->kidx != kidx;
 	s->n++;
-	k->stamp = s->call;
-	if (unregister)
+	if (unregister) {
 		kevent_unregister(k);
-	else
-		*requeue = !k->ops->occurrence && !kevent_is_edge(k);
-	return 1;
+		return 1;
+	}
+	*requeue = !k->ops->occurrence && !kevent_is_edge(k);
+	return 2;
 }
 
 /*
@@ -793,6 +874,11 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 	LIST_HEAD(batch);
 	int err = 0;
 
+	/* What earlier scans of this call delivered, for kevent_delivered(). */
+	if (s->nsorted < s->nseen) {
+		sort(s->seen, s->nseen, sizeof(*s->seen), kevent_ptr_cmp, NULL);
+		s->nsorted = s->nseen;
+	}
 	spin_lock_irq(&q->lock);
 	list_splice_init(&q->ready, &batch);
 	for (;;) {
@@ -813,8 +899,9 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		if (!k)
 			break;
 		kevent_dequeue(k);
-		if (k->stamp == s->call) {
+		if (kevent_delivered(s, k)) {
 			/* Delivered by this call already: the next one. */
+			kevent_stamp(q, k, s->call);
 			list_add_tail(&k->link, &s->requeue);
 			/*
 			 * Interrupts back on now and then: the batch is this
@@ -837,11 +924,23 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 
 		/* At most one delivery per registered kevent: long, not forever. */
 		cond_resched();
-		err = kevent_deliver_one(q, k, &snap, s, &requeue);
+		requeue = false;
+		err = kevent_sink_reserve(s);
+		if (!err)
+			err = kevent_deliver_one(q, k, &snap, s, &requeue);
 		spin_lock_irq(&q->lock);
 		if (err < 0) {
 			kevent_restore(q, k, &snap, &batch);
 			break;
+		}
+		if (err == 2) {
+			/* A producer may have queued it again meanwhile. */
+			kevent_stamp(q, k, s->call);
+			s->fresh++;
+			if (s->remember) {
+				refcount_inc(&k->ref);
+				s->seen[s->nseen++] = k;
+			}
 		}
 		err = 0;
 		if (requeue)
@@ -864,21 +963,22 @@ static unsigned int kevent_requeue(struct kevent_queue *q,
 
 	lockdep_assert_held(&q->lock);
 	list_for_each_entry(k, &s->requeue, link) {
-		k->counted = true;
+		kevent_count(q, k);
 		n++;
 	}
-	q->nready += n;
 	list_splice_tail_init(&s->requeue, &q->ready);
 	return n;
 }
 
 /* The end of a call: level kevents back, the ring published, wake-ups. */
-static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s)
+static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s,
+			  struct kevent_waiter *w)
 {
 	unsigned int n;
 
 	spin_lock_irq(&q->lock);
 	n = kevent_requeue(q, s);
+	list_del_init(&w->hold);
 	q->wake_pending = false;
 	/* Events left behind: the next waiter takes them. */
 	if (q->nready && waitqueue_active(&q->wq))
@@ -889,39 +989,31 @@ static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s)
 		kevent_wake_pollers(q, 0);
 	if (s->ring_dirty)
 		kevent_ring_publish(q);
+	kevent_sink_forget(s);
 }
 
 /*
  * Before a call sleeps: its level kevents back on q->ready (visible to other
- * waiters and ->poll()), held so that its own wake-up target ignores them,
- * and another waiter woken if it can take them.
+ * waiters and ->poll()), counted in its own so that its wake-up target
+ * ignores them, and another waiter woken if this call delivered something
+ * since it last slept (what it only skipped was visible before its scan:
+ * waking for it would let two sleepers that both delivered a kevent wake
+ * each other forever).
  */
-static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
-			struct kevent_waiter *w)
+static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s)
 {
 	unsigned int n;
+	bool wake = s->fresh;
 
+	s->fresh = 0;
 	spin_lock_irq(&q->lock);
 	n = kevent_requeue(q, s);
-	if (n) {
-		w->own = n;
-		list_add(&w->hold, &q->holders);
-		/* Under q->lock, as every waiter's check: no lost wake. */
-		if (waitqueue_active(&q->wq))
-			wake_up(&q->wq);
-	}
+	/* Under q->lock, as every waiter's check: no lost wake. */
+	if (n && wake && waitqueue_active(&q->wq))
+		wake_up(&q->wq);
 	spin_unlock_irq(&q->lock);
 	if (n)
 		kevent_wake_pollers(q, 0);
-}
-
-/* After the sleep, before the next scan. Context: q->lock held. */
-static void kevent_unhold_waiter(struct kevent_waiter *w)
-{
-	if (list_empty(&w->hold))
-		return;
-	list_del_init(&w->hold);
-	w->own = 0;
 }
 
 /* ---------------------------------------------------------------------
@@ -1088,7 +1180,9 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 	}
 	s.call = ++q->calls;
 	w.call = s.call;
+	s.remember = want > 1 && d->block;
 	spin_lock_irq(&q->lock);
+	list_add(&w.hold, &q->holders);
 	w.wake_gen = q->wake_gen;
 	w.flush_gen = q->flush_gen;
 	if (q->wake_pending)
@@ -1101,12 +1195,11 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		    !d->block)
 			break;
 		w.need = want - s.n;
-		kevent_hold(q, &s, &w);
+		kevent_hold(q, &s);
 		mutex_unlock(&q->mtx);
 		ret = kevent_sleep(&w, d);
 		mutex_lock(&q->mtx);
 		spin_lock_irq(&q->lock);
-		kevent_unhold_waiter(&w);
 		closed = w.flush_gen != q->flush_gen;
 		w.flush_gen = q->flush_gen;
 		/* READY(0): return with whatever is ready, possibly nothing. */
@@ -1122,7 +1215,7 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		if (ret)
 			last = true;
 	}
-	kevent_finish(q, &s);
+	kevent_finish(q, &s, &w);
 unlock:
 	mutex_unlock(&q->mtx);
 	return s.n ? s.n : err;
