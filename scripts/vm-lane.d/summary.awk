@@ -5,7 +5,8 @@
 # Reads what scripts/vm-lane.d/init prints: "KLANE: section NAME" starts the output of one
 # program; libtest's "test NAME ... ok|FAILED|ignored" lines inside the conformance and fuzz
 # sections are tests (a fuzz shard's named fuzz::NAME[FIRST-END]); "KLANE: done c_example::NAME exit=RC"
-# is the test c_example::NAME. Kernel lines ("[   12.345678] ...", on the console and in the
+# is the test c_example::NAME; the TAP lines "ok|not ok N NAME [# SKIP reason]" of a kselftest
+# program (section kselftest:PROG) are the tests kselftest::PROG::NAME. Kernel lines ("[   12.345678] ...", on the console and in the
 # dmesg section) are checked for warnings, oopses and the debug options' reports.
 #
 # Prints, for every failed test, "not yet native: NAME (REASON)" when its name contains a
@@ -69,6 +70,7 @@ BEGIN {
 	finished = 0
 	nprogs = 0
 	have_fuzz = 0
+	have_kselftest = 0
 	nklog = 0
 }
 
@@ -111,11 +113,13 @@ pending != "" && /^(ok|FAILED|ignored)/ {
 	sub(/^exit=/, "", rc)
 	if (name ~ /^c_example::/)
 		record(name, rc == 0 ? "ok" : "FAILED")
-	else if (name == "conformance" || name ~ /^fuzz:/) {
+	else if (name == "conformance" || name ~ /^fuzz:/ || name ~ /^kselftest:/) {
 		if (!(name in prog_rc))
 			progs[++nprogs] = name
 		if (name ~ /^fuzz:/)
 			have_fuzz = 1
+		if (name ~ /^kselftest:/)
+			have_kselftest = 1
 		prog_rc[name] = rc
 	}
 	next
@@ -137,23 +141,55 @@ pending != "" && /^(ok|FAILED|ignored)/ {
 
 /^test result: / { summary[section] = 1 }
 
+# kselftest_harness.h: "ok 3 global.name", "ok 4 f.name # SKIP why", "not ok 5 global.name",
+# and "# Totals: ..." at the end of a program that finished.
+section ~ /^kselftest:/ && /^(not )?ok [0-9]+ / {
+	ks_ok = ($1 == "ok")
+	name = ks_ok ? $3 : $4
+	name = "kselftest::" substr(section, 11) "::" name
+	if (ks_ok && $0 ~ / # SKIP/) {
+		skip_why = $0
+		sub(/^.* # SKIP */, "", skip_why)
+		skipped[name] = skip_why
+		record(name, "skipped")
+	} else
+		record(name, ks_ok ? "ok" : "FAILED")
+	next
+}
+section ~ /^kselftest:/ && /^# Totals: / { summary[section] = 1; next }
+
 END {
 	# A program that ended without libtest's summary line crashed or ran out of time: the
 	# tests it had not finished are not in the count, so the program itself is a failure.
 	for (i = 1; i <= nprogs; i++)
 		if (!(progs[i] in summary))
-			record(progs[i] " (exit " prog_rc[progs[i]] " before its \"test result\" line: crashed or timed out)", "FAILED")
+			record(progs[i] " (exit " prog_rc[progs[i]] " before its summary line: crashed or timed out)", "FAILED")
 	if (mode != "run" && !("conformance" in prog_rc) && finished)
 		record("conformance (did not run)", "FAILED")
 	if (mode == "debug" && !have_fuzz && finished)
 		record("fuzz (did not run)", "FAILED")
+	if ((mode == "test" || mode == "debug") && !have_kselftest && finished)
+		record("kselftest (did not run)", "FAILED")
 
 	passed = 0
 	failed = 0
 	nyn_count = 0
+	nskip = 0
+	ks_pass = 0
+	ks_fail = 0
 	for (i = 1; i <= count; i++) {
 		name = order[i]
 		r = results[name]
+		if (name ~ /^kselftest::/) {
+			if (r == "ok")
+				ks_pass++
+			else if (r == "FAILED")
+				ks_fail++
+		}
+		if (r == "skipped") {
+			nskip++
+			print "skipped: " name " (" skipped[name] ")"
+		}
 		j = listed(name)
 		if (j)
 			used[j] = 1
@@ -177,6 +213,8 @@ END {
 				print "kernel/not-yet-native: '" pat[j] "' matches no test that ran"
 	for (i = 1; i <= nklog; i++)
 		print "kernel log: " klog[i]
+	if (have_kselftest)
+		print "kselftest: " ks_pass " passed, " ks_fail " failed, " nskip " skipped (counted in the line below)"
 	print "native: " passed " passed, " failed " failed, " nyn_count " not yet native"
 
 	if (status != "") {

@@ -29,6 +29,7 @@ mod s3_init;
 mod s3_ring;
 mod s4_concurrency;
 mod s4_delivery;
+mod s4_lost_wakeup;
 mod s5_inode_unotify;
 mod s5_posix_timer;
 mod s5_signal;

@@ -20,6 +20,50 @@ pub(super) struct Absorbed {
     /// Events of items no kevent and no internal fd of this queue owns (see
     /// [`State::evict_unknown`]).
     pub(super) unknown: usize,
+    /// A level kevent this wait already delivered was reported again (its source is still
+    /// ready): the wait must not sleep on the queue fd itself, which stays readable for the
+    /// other waiters and for `poll()` (see `Queue::collect`).
+    pub(super) held: bool,
+}
+
+/// One wait (`kevent_get_events` or `kevent_wait`) and what it has delivered: each kevent at
+/// most once per wait (spec section 4).
+#[derive(Debug)]
+pub(super) struct Call {
+    /// The wait's number, stamped on each kevent it delivers ([`crate::kevent::Kevent`]).
+    pub(super) id: u32,
+    /// The tokens of the kevents it delivered. A kevent's stamp names only the last wait that
+    /// delivered it: while this one dropped the lock (to sleep), another wait may have
+    /// delivered the same level kevent and stamped it (issue 20, finding 8). A push per
+    /// delivery, no syscall; searched only for events met after such a gap.
+    taken: Vec<u64>,
+    /// `taken[..sorted]` is sorted: what was delivered before the lock was last dropped.
+    /// Later deliveries carry this wait's stamp, which nobody else can change meanwhile.
+    sorted: usize,
+}
+
+impl Call {
+    pub(super) fn new(id: u32) -> Call {
+        Call {
+            id,
+            taken: Vec::new(),
+            sorted: 0,
+        }
+    }
+
+    /// The wait holds the lock again after dropping it: what it delivered so far becomes
+    /// searchable.
+    pub(super) fn relocked(&mut self) {
+        if self.sorted < self.taken.len() {
+            self.taken.sort_unstable();
+            self.sorted = self.taken.len();
+        }
+    }
+
+    /// Whether this wait delivered the kevent with token `tok` (and stamp `stamp`).
+    fn delivered(&self, stamp: u32, tok: u64) -> bool {
+        stamp == self.id || self.taken[..self.sorted].binary_search(&tok).is_ok()
+    }
 }
 
 impl State {
@@ -39,7 +83,7 @@ impl State {
     /// Moves queued kevents into the sink, oldest first. A kevent this wait already
     /// delivered stays queued for the next wait (each kevent at most once per wait, spec
     /// section 4); returns whether any was left for that reason.
-    pub(super) fn take_ready(&mut self, call: u32, sink: &mut Sink<'_>, ctx: Ctx) -> bool {
+    pub(super) fn take_ready(&mut self, call: &mut Call, sink: &mut Sink<'_>, ctx: Ctx) -> bool {
         if self.kevents.queued == 0 && self.orphans.is_empty() {
             return false;
         }
@@ -66,7 +110,7 @@ impl State {
                 // kevent queued again meanwhile whose first token was already taken.
                 continue;
             }
-            if kev.stamp == call {
+            if call.delivered(kev.stamp, tok) {
                 deferred.push(tok);
                 continue;
             }
@@ -85,10 +129,13 @@ impl State {
         &mut self,
         slot: u32,
         fresh: Option<u32>,
-        call: u32,
+        call: &mut Call,
         sink: &mut Sink<'_>,
         ctx: Ctx,
     ) -> bool {
+        let Some(generation) = self.kevents.reg.generation(slot) else {
+            return false;
+        };
         let Some(kev) = self.kevents.reg.get_mut(slot) else {
             return false;
         };
@@ -104,7 +151,8 @@ impl State {
             return false;
         }
         let d = rules::deliver(&uk.to_ukevent(), report);
-        kev.stamp = call;
+        kev.stamp = call.id;
+        call.taken.push(token::make(generation, slot));
         kev.pending = 0;
         kev.marked = false;
         if rules::readiness(uk.type_) == Readiness::Occurrence {
@@ -129,14 +177,14 @@ impl State {
     pub(super) fn absorb(
         &mut self,
         got: &[libc::epoll_event],
-        call: u32,
+        call: &mut Call,
         sink: &mut Sink<'_>,
         ctx: Ctx,
-        parked: &mut Vec<u32>,
     ) -> Absorbed {
         let mut foreign = false;
         let mut fresh = 0;
         let mut unknown = 0;
+        let mut held = false;
         for ev in got {
             let (generation, slot) = token::split(ev.u64);
             if slot >= token::FIRST_RESERVED_SLOT {
@@ -162,16 +210,13 @@ impl State {
             if kev.queued {
                 continue;
             }
-            if kev.stamp == call {
-                // Delivered by this wait already; a level source that epoll reports again
-                // would make a wait for more (min_nr) spin: remember it, and park it
-                // edge-triggered if the wait goes to sleep.
-                if !rules::edge(kev.uk.req_flags)
-                    && kev.uk.req_flags & KEVENT_REQ_ONESHOT == 0
-                    && !parked.contains(&slot)
-                {
-                    parked.push(slot);
-                }
+            if call.delivered(kev.stamp, ev.u64) {
+                // Delivered by this wait already (at most once per wait). A level source
+                // that epoll reports again stays in the queue's epoll as it is, visible to
+                // the other waiters and to `poll()` (issue 20, finding 8); the wait only
+                // notes that sleeping on the queue fd would return at once.
+                held |=
+                    !rules::edge(kev.uk.req_flags) && kev.uk.req_flags & KEVENT_REQ_ONESHOT == 0;
                 continue;
             }
             if sink.room(self.ring.as_ref()) > 0 {
@@ -185,6 +230,7 @@ impl State {
             foreign,
             fresh,
             unknown,
+            held,
         }
     }
 
@@ -222,22 +268,5 @@ impl State {
             }
         }
         stuck
-    }
-
-    pub(super) fn park(&mut self, slot: u32, ctx: Ctx) {
-        self.set_epoll_mode(slot, ctx, libc::EPOLLET as u32);
-    }
-
-    pub(super) fn unpark(&mut self, slot: u32, ctx: Ctx) {
-        self.set_epoll_mode(slot, ctx, 0);
-    }
-
-    pub(super) fn set_epoll_mode(&mut self, slot: u32, ctx: Ctx, extra: u32) {
-        let Some(generation) = self.kevents.reg.generation(slot) else {
-            return;
-        };
-        if let Some(kev) = self.kevents.reg.get(slot) {
-            source::set_epoll_mode(kev, slot, generation, ctx, extra);
-        }
     }
 }

@@ -25,6 +25,11 @@
 //!   returns with whatever is ready (the eventfd stays readable until all of them have
 //!   woken). With nobody asleep, the next wait returns at once instead, so a wake-up is never
 //!   lost and the queue fd reads as readable meanwhile.
+//! * A level kevent a wait has delivered and whose source is still ready stays in the
+//!   queue's epoll as it is (other waiters take it, `poll()` of the queue fd sees it), as
+//!   epoll keeps a level item another `epoll_wait` returned. The wait, which may not take it
+//!   again, sleeps meanwhile on an epoll of its own holding the queue fd edge-triggered (new
+//!   wake-ups only) and then harvests the queue fd without blocking (issue 20, finding 8).
 //! * A sleeper never sleeps longer than [`SLICE_NS`] without checking that the queue fd is
 //!   still this queue: a thread waiting in a queue whose fd another thread closed returns
 //!   `EBADF` within that bound instead of hanging.

@@ -2,9 +2,11 @@
 //! and `kevent_wait`.
 
 use std::mem::MaybeUninit;
+use std::os::fd::AsRawFd;
 
 use kevent_sys::{Errno, KEVENT_FLAGS_ABSTIME, KEVENT_RET_COPY_FAILED, ukevent};
 
+use super::deliver::Call;
 use super::{HARVEST, Queue, SLICE_NS};
 
 /// How long a wait naps between harvests while an item nobody can remove keeps the queue's
@@ -109,14 +111,19 @@ impl Queue {
         mut deadline: Deadline,
     ) -> Result<u32, Errno> {
         let ctx = self.ctx();
-        let call = self.next_call();
+        let mut call = Call::new(self.next_call());
         // Decision P34: SIGNAL kevents whose handler a program replaced get it back.
         crate::signal::dispatch::reclaim_if_due();
         let mut events = [MaybeUninit::<libc::epoll_event>::uninit(); HARVEST];
-        // Level kevents this wait delivered and epoll reported again; the first `parked_upto`
-        // are switched to edge-triggered until the wait ends.
-        let mut parked: Vec<u32> = Vec::new();
-        let mut parked_upto = 0;
+        // A level kevent this wait delivered was reported again: its source is ready, so the
+        // queue fd is readable and sleeping on it would return at once. It stays there (for
+        // the other waiters and `poll()`, as epoll keeps a level item another call returned);
+        // this wait sleeps on `watch` instead.
+        let mut holding = false;
+        // Created on the first sleep while `holding`: an epoll of its own that holds the queue
+        // fd edge-triggered, so it wakes on every new wake-up of the queue's epoll (a source
+        // or internal fd becoming ready, a READY) but not on what is already ready there.
+        let mut watch: Option<std::os::fd::OwnedFd> = None;
         let mut more;
         let mut nonblock_checked = false;
         let mut interrupted = false;
@@ -153,13 +160,15 @@ impl Queue {
                     proven = true;
                     st = self.lock();
                 }
-                deferred = st.take_ready(call, sink, ctx);
-                let a = st.absorb(got, call, sink, ctx, &mut parked);
+                deferred = st.take_ready(&mut call, sink, ctx);
+                let a = st.absorb(got, &mut call, sink, ctx);
+                holding |= a.held;
                 more = got.len() == first_cap && a.fresh > 0;
                 if a.foreign {
                     drop(st);
                     let v = self.verify();
                     st = self.lock();
+                    call.relocked();
                     v?;
                 }
             }
@@ -169,7 +178,7 @@ impl Queue {
             if st.dead {
                 break Err(Errno::EBADF);
             }
-            deferred |= st.take_ready(call, sink, ctx);
+            deferred |= st.take_ready(&mut call, sink, ctx);
             let room = sink.room(st.ring.as_ref());
             if room == 0 {
                 break Ok(());
@@ -205,12 +214,6 @@ impl Queue {
                 break Ok(());
             }
             let sleeping = timeout_ns > 0;
-            if sleeping {
-                while parked_upto < parked.len() {
-                    st.park(parked[parked_upto], ctx);
-                    parked_upto += 1;
-                }
-            }
             let wake_gen = st.wake_gen;
             if sleeping {
                 st.sleepers += 1;
@@ -233,6 +236,24 @@ impl Queue {
                 // eventfd (READY, wake-ups, the ready list) and harvest without blocking.
                 napped_into_signal =
                     sys::nap_until_readable(ctx.wake, slice.min(BLIND_NAP_NS), mask);
+                slice = 0;
+            }
+            if sleeping && holding && !blind {
+                // Sleep on the edge-triggered watch, then harvest without blocking.
+                if watch.is_none() {
+                    watch = self.watch();
+                }
+                napped_into_signal = match &watch {
+                    Some(w) => {
+                        let mut one = [MaybeUninit::<libc::epoll_event>::uninit(); 1];
+                        matches!(
+                            sys::epoll_wait(w.as_raw_fd(), &mut one, slice, mask),
+                            Err(Errno::EINTR)
+                        )
+                    }
+                    // No fd for it (EMFILE): nap as a blind wait does (decision P32).
+                    None => sys::nap_until_readable(ctx.wake, slice.min(BLIND_NAP_NS), mask),
+                };
                 slice = 0;
             }
             let harvest = if napped_into_signal {
@@ -259,6 +280,7 @@ impl Queue {
                 crate::signal::dispatch::reclaim_if_due();
             }
             st = self.lock();
+            call.relocked();
             let mut woken = false;
             if sleeping {
                 st.sleepers -= 1;
@@ -271,7 +293,8 @@ impl Queue {
                 Ok(got) => got,
                 Err(e) => break Err(e),
             };
-            let a = st.absorb(got, call, sink, ctx, &mut parked);
+            let a = st.absorb(got, &mut call, sink, ctx);
+            holding |= a.held;
             // After an interruption, one more harvest (not blocking) before returning.
             more = (got.len() == cap && a.fresh > 0) || std::mem::take(&mut interrupted);
             if a.foreign || (got.is_empty() && sleeping && !woken) {
@@ -280,6 +303,7 @@ impl Queue {
                 drop(st);
                 let v = self.verify();
                 st = self.lock();
+                call.relocked();
                 if let Err(e) = v {
                     break Err(e);
                 }
@@ -290,7 +314,7 @@ impl Queue {
                 blind = st.evict_unknown(ctx) > 0;
             }
             if woken {
-                st.take_ready(call, sink, ctx);
+                st.take_ready(&mut call, sink, ctx);
                 break Ok(());
             }
             if !more && sink.count() >= want && st.kevents.queued == 0 && st.orphans.is_empty() {
@@ -298,9 +322,6 @@ impl Queue {
                 break Ok(());
             }
         };
-        for &slot in &parked[..parked_upto] {
-            st.unpark(slot, ctx);
-        }
         if let Some(ring) = &st.ring {
             ring.publish();
         }
@@ -311,5 +332,14 @@ impl Queue {
             self.verify()?;
         }
         Ok(sink.count() as u32)
+    }
+
+    /// A new epoll holding the queue fd edge-triggered (see `watch` in [`Queue::collect`]);
+    /// `None` if it cannot be made (out of fds).
+    fn watch(&self) -> Option<std::os::fd::OwnedFd> {
+        let w = sys::epoll_create().ok()?;
+        let edge = (libc::EPOLLIN | libc::EPOLLET) as u32;
+        sys::epoll_ctl(w.as_raw_fd(), libc::EPOLL_CTL_ADD, self.epfd, edge, 0).ok()?;
+        Some(w)
     }
 }

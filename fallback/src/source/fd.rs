@@ -130,12 +130,6 @@ impl Fd {
         let events = epoll_events(uk.type_, uk.event, uk.req_flags);
         ep.ctl(libc::EPOLL_CTL_MOD, self.fd(uk), events, token)
     }
-
-    /// Re-registers the fd with `extra` mode bits (parking a level kevent during a wait).
-    pub(super) fn set_mode(&self, uk: &Registered, token: u64, ep: Epoll, extra: u32) {
-        let events = epoll_events(uk.type_, uk.event, uk.req_flags) | extra;
-        let _ = ep.ctl(libc::EPOLL_CTL_MOD, self.fd(uk), events, token);
-    }
 }
 
 /// Registers the fd of the freshly inserted fd kevent in `slot` in the queue's epoll under

@@ -268,14 +268,6 @@ pub(crate) fn modify(kev: &Kevent, slot: u32, generation: u32, ep: Epoll) -> Res
     }
 }
 
-/// Re-registers an fd kevent's epoll item with `extra` mode bits (`EPOLLET` to park a level
-/// kevent during a wait, 0 to unpark it); other types have none.
-pub(crate) fn set_epoll_mode(kev: &Kevent, slot: u32, generation: u32, ep: Epoll, extra: u32) {
-    if let Source::Fd(s) = &kev.source {
-        s.set_mode(&kev.uk, token::make(generation, slot), ep, extra);
-    }
-}
-
 impl Source {
     /// The timer state of a TIMER or POSIX_TIMER kevent.
     pub(crate) fn timer(&self) -> Option<&timer::Timer> {

@@ -8,7 +8,15 @@
  * were ready at once or failed, and returns how many; REMOVE and MODIFY
  * write every entry back in place and return 0 (D14); READY returns how
  * many it marked and copies the missing ones to the start.
+ *
+ * @num may be anything up to UINT_MAX, and an array of one READY entry
+ * repeated over zero pages costs its caller nothing: so q->mtx is let go
+ * every KEVENT_CTL_BATCH entries (a watched file's __fput() waits on it),
+ * the loop reschedules, and a fatal signal ends it with what was done. The
+ * counts are longs: they cannot overflow.
  */
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -62,6 +70,9 @@ static int kevent_ready_data(struct kevent *k, __poll_t ready,
 	return k->ops->ready_data(k, ready, data);
 }
 
+/* Entries processed under one hold of q->mtx. */
+#define KEVENT_CTL_BATCH	64
+
 /* Return: true if @e is to be written back. */
 static bool kevent_add_one(struct kevent_queue *q, struct ukevent *e)
 {
@@ -90,10 +101,11 @@ static bool kevent_add_one(struct kevent_queue *q, struct ukevent *e)
 	err = -ENOSPC;
 	if (q->count >= q->max)
 		goto fail;
-	err = -ENOMEM;
 	k = kevent_alloc(q, e, ops);
-	if (!k)
+	if (IS_ERR(k)) {
+		err = PTR_ERR(k);
 		goto fail;
+	}
 	k->uk.req_flags = kevent_effective_flags(e->type, e->req_flags);
 	err = ops->arm(k, &ready);
 	if (err) {
@@ -144,7 +156,8 @@ static void kevent_modify_one(struct kevent *k, struct ukevent *e)
 		kevent_entry_failed(e, -EINVAL);
 		return;
 	}
-	k->uk.event = e->event;
+	/* Read under q->lock by INODE's fsnotify handler. */
+	WRITE_ONCE(k->uk.event, e->event);
 	WRITE_ONCE(k->uk.req_flags,
 		   kevent_effective_flags(e->type, e->req_flags));
 	k->uk.ptr = e->ptr;
@@ -176,12 +189,12 @@ static void kevent_modify_one(struct kevent *k, struct ukevent *e)
  * Context: process; takes q->mtx.
  * Return: see the file comment, or -errno.
  */
-int kevent_ctl_entries(struct kevent_queue *q, unsigned int cmd,
-		       unsigned int num, struct ukevent __user *arg)
+long kevent_ctl_entries(struct kevent_queue *q, unsigned int cmd,
+			unsigned int num, struct ukevent __user *arg)
 {
-	unsigned int i, back = 0;
+	unsigned long i, back = 0;
 	struct ukevent e;
-	int ret = 0;
+	long ret = 0;
 
 	if (cmd > KEVENT_CTL_READY)
 		return -EINVAL;
@@ -199,6 +212,14 @@ int kevent_ctl_entries(struct kevent_queue *q, unsigned int cmd,
 		struct kevent *k;
 		bool write = true;
 
+		if (i && !(i % KEVENT_CTL_BATCH)) {
+			mutex_unlock(&q->mtx);
+			/* Killed: the process goes, what was done stays. */
+			if (fatal_signal_pending(current))
+				goto out;
+			cond_resched();
+			mutex_lock(&q->mtx);
+		}
 		if (copy_from_user(&e, &arg[i], sizeof(e))) {
 			ret = -EFAULT;
 			break;
@@ -252,6 +273,7 @@ int kevent_ctl_entries(struct kevent_queue *q, unsigned int cmd,
 		back++;
 	}
 	mutex_unlock(&q->mtx);
+out:
 	if (ret < 0)
 		return ret;
 	return cmd == KEVENT_CTL_ADD ? back : ret;

@@ -195,11 +195,18 @@ static int kevent_fd_wake(wait_queue_entry_t *wait, unsigned int mode,
 	struct kevent_snap add = { };
 
 	if (unlikely(events & POLLFREE)) {
-		/* The head dies before the file (signalfd, binder). */
+		/*
+		 * The head dies before the file (signalfd, binder). Report
+		 * first, then let go of the head as the very last step: once
+		 * whead is NULL, kevent_fd_unhook() no longer waits on the
+		 * head's lock, and a concurrent REMOVE or close may free @k,
+		 * its queue and @pwq. Nothing here may touch them after the
+		 * store (as ep_poll_callback() does).
+		 */
+		kevent_notify(k, &add, 0);
 		list_del_init(&wait->entry);
 		/* Pairs with smp_load_acquire() in kevent_fd_unhook(). */
 		smp_store_release(&pwq->whead, NULL);
-		kevent_notify(k, &add, 0);
 		return 0;
 	}
 	/* No key: some sources do not say; the re-poll at delivery decides. */
@@ -317,6 +324,9 @@ static int kevent_fd_arm(struct kevent *k, __poll_t *ready)
 	struct file *file;
 	int err;
 
+	/* P28: the id is the fd, raw[1] must be 0. */
+	if (k->uk.id.raw[1])
+		return -EINVAL;
 	CLASS(fd, f)(fd);
 	if (fd_empty(f))
 		return -EBADF;
@@ -399,7 +409,7 @@ static bool kevent_fd_stale(struct kevent *k)
  * when the file has nothing, with ret_data[0] == 0 (decision P6).
  */
 static enum kevent_report kevent_fd_report(struct kevent *k,
-					   const struct kevent_snap *snap,
+					   struct kevent_snap *snap,
 					   u32 data[2])
 {
 	enum kevent_report r;
@@ -460,6 +470,7 @@ void kevent_release_file(struct file *file)
 		mutex_unlock(&q->mtx);
 		kevent_put(k);
 		kevent_queue_put(q);
+		cond_resched();
 	}
 }
 

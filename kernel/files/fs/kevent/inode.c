@@ -4,10 +4,14 @@
  * watched directory, on the kernel's fsnotify machinery as inotify uses it.
  *
  * A queue owns one fsnotify group, made at its first INODE kevent, and each
- * kevent one mark (struct kevent_inode_mark) on the directory's inode;
- * FSNOTIFY_GROUP_DUPS lets two kevents of one queue watch one directory
- * through two fds. Creation and renames into the directory count as CREATE,
- * deletion and renames out of it as REMOVE (ret_data[0] says which happened
+ * kevent one mark (struct kevent_inode_mark) on the directory's inode. A
+ * queue watches a directory once (P29): a second kevent on it, through
+ * another fd, is -EEXIST (the group has no FSNOTIFY_GROUP_DUPS), so every
+ * change to a directory runs at most one mark per queue, queues are bounded
+ * by fs.kevent.max_user_queues, and each kevent (so each pinned inode) is
+ * charged to fs.kevent.max_user_kevents. id.raw[1] must be 0 (P29).
+ * Creation and renames into the directory count as CREATE, deletion and
+ * renames out of it as REMOVE (ret_data[0] says which happened
  * since the last delivery). The directory going away (rmdir, unmount)
  * reports the kevent once as BROKEN with -ENOENT.
  *
@@ -63,7 +67,9 @@ static void kevent_inode_report(struct fsnotify_mark *mark, u32 bits)
 
 	spin_lock_irqsave(&q->lock, flags);
 	if (m->k) {
-		add.bits = bits & (m->k->uk.event | KEVENT_INODE_GONE);
+		/* MODIFY writes it under q->mtx only. */
+		add.bits = bits & (READ_ONCE(m->k->uk.event) |
+				   KEVENT_INODE_GONE);
 		if (add.bits)
 			newly = kevent_notify_locked(m->k, &add);
 	}
@@ -111,8 +117,7 @@ static struct fsnotify_group *kevent_inode_group(struct kevent_queue *q)
 	lockdep_assert_held(&q->mtx);
 	if (q->fsn_group)
 		return q->fsn_group;
-	g = fsnotify_alloc_group(&kevent_fsnotify_ops,
-				 FSNOTIFY_GROUP_USER | FSNOTIFY_GROUP_DUPS);
+	g = fsnotify_alloc_group(&kevent_fsnotify_ops, FSNOTIFY_GROUP_USER);
 	if (IS_ERR(g))
 		return g;
 	q->fsn_group = g;
@@ -129,6 +134,8 @@ static int kevent_inode_arm(struct kevent *k, __poll_t *ready)
 
 	CLASS(fd, f)(k->uk.id.raw[0]);
 	*ready = 0;
+	if (k->uk.id.raw[1])
+		return -EINVAL;
 	if (fd_empty(f))
 		return -EBADF;
 	inode = file_inode(fd_file(f));
@@ -180,7 +187,7 @@ static void kevent_inode_disarm(struct kevent *k)
 }
 
 static enum kevent_report kevent_inode_deliver(struct kevent *k,
-					       const struct kevent_snap *snap,
+					       struct kevent_snap *snap,
 					       u32 data[2])
 {
 	u32 bits = snap->bits & ~KEVENT_INODE_GONE;

@@ -4,9 +4,14 @@
  *
  * Locking, outermost first:
  *
- *   kevent_nest_mutex  (global; only around POLL kevents on kevent queues)
- *   q->mtx             (ctl, delivery, the ring, commit, the tree)
- *   source locks       (wait queue heads, hrtimer base, file->f_lock)
+ *   q->mtx             (ctl, delivery, the ring, commit, the tree); the
+ *                       q->mtx of a watched kevent queue nests inside its
+ *                       watcher's (subclass 1: ->poll() of the watched one)
+ *   kevent_nest_mutex  (global; taken inside q->mtx, only while a POLL
+ *                       kevent on a kevent queue is armed or disarmed;
+ *                       nothing is taken inside it)
+ *   source locks       (wait queue heads, hrtimer base, file->f_lock,
+ *                       siglock, it_lock, fsnotify's mark locks)
  *   q->lock            (IRQ-safe leaf: the ready list, every field marked
  *                       "under q->lock", and q->wq)
  *   q->wq.lock         (only ever taken inside q->lock)
@@ -80,7 +85,9 @@ enum kevent_slab {
  *	the lockdep subclass for a watched kevent queue.
  * @stale: D10: the registration no longer names what it watched; NULL:
  *	never
- * @report: at delivery, what to report from @snap and the source now.
+ * @report: at delivery, what to report from @snap and the source now; it
+ *	may add to @snap what it finds at delivery (TIMER: periods elapsed
+ *	since its callback), so that a failed copy puts that back too.
  *	Process context, q->mtx held, q->lock not held.
  * @ready_data: state types: 1 if @ready (what arm() or modify() saw) is
  *	something to report, with its ret_data; 0 if not; -errno if the
@@ -95,7 +102,7 @@ struct kevent_ops {
 	bool (*peek)(struct kevent *k, int depth);
 	bool (*stale)(struct kevent *k);
 	enum kevent_report (*report)(struct kevent *k,
-				     const struct kevent_snap *snap,
+				     struct kevent_snap *snap,
 				     u32 ret_data[2]);
 	int (*ready_data)(struct kevent *k, __poll_t ready, u32 ret_data[2]);
 };
@@ -134,11 +141,13 @@ struct kevent_inode {
 struct kevent_timer {
 	struct hrtimer timer;
 	ktime_t interval;
-	ktime_t next;			/* next period boundary, in the callback */
-	ktime_t last;			/* last expiry, under q->lock */
+	/* under q->lock */
+	ktime_t next;			/* next period boundary */
+	ktime_t last;			/* last expiry */
+	bool stopped;			/* fired; re-armed by its delivery */
 };
 
-/**
+/*
  * struct kevent - one registration
  * @node: in q->tree, keyed by (type, id); under q->mtx
  * @link: on q->ready, or on a delivery's private list; under q->lock.
@@ -155,7 +164,8 @@ struct kevent {
 	struct ukevent uk;		/* as registered; under q->mtx */
 	refcount_t ref;
 	bool registered;		/* in the tree; under q->mtx */
-	u64 stamp;			/* last delivering call; under q->mtx */
+	bool charged;			/* counted in max_user_kevents */
+	u64 stamp;			/* its call; q->mtx and q->lock */
 
 	/* under q->lock */
 	bool counted;
@@ -174,21 +184,22 @@ struct kevent {
 	};
 };
 
-/**
+/*
  * struct kevent_queue - one queue: the private_data of a "[kevent]" file
  *
  * The ring's indices are the kernel's own (@kidx, @uidx, @over): they are
  * written to the caller's ring and never read back from it (D12, D13).
  */
 struct kevent_queue {
-	struct mutex mtx;
-	spinlock_t lock;
+	struct mutex mtx;		/* ctl, delivery, ring, tree */
+	spinlock_t lock;		/* IRQ-safe leaf: ready state */
 	wait_queue_head_t wq;		/* threads in get_events/wait */
 	wait_queue_head_t poll_wait;	/* ->poll() waiters */
 
 	/* under q->lock */
 	struct list_head ready;
 	unsigned int nready;
+	struct list_head holders;	/* sleeping waiters' own (queue.c) */
 	unsigned int wake_gen;		/* bumped by READY with num == 0 */
 	bool wake_pending;		/* READY(0) not yet seen by a wait */
 	unsigned int flush_gen;		/* bumped by close() of any fd of it */
@@ -208,16 +219,18 @@ struct kevent_queue {
 	unsigned int watched_by;	/* other queues' POLL kevents on this one */
 
 	struct mm_struct *mm;		/* owner (D11), mmgrab()ed */
+	struct ucounts *ucounts;	/* the creator's: queues and kevents */
 	refcount_t ref;			/* the file, and fd.c's release path */
 };
 
 /* ADD, REMOVE, MODIFY, READY of single entries (ctl.c). */
-int kevent_ctl_entries(struct kevent_queue *q, unsigned int cmd,
-		       unsigned int num, struct ukevent __user *arg);
+long kevent_ctl_entries(struct kevent_queue *q, unsigned int cmd,
+			unsigned int num, struct ukevent __user *arg);
 
 /* queue.c */
 extern const struct file_operations kevent_fops;
 extern unsigned int kevent_max_per_queue;
+extern int kevent_unprivileged_disabled;
 struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
 			    const struct kevent_ops *ops);
 void kevent_put(struct kevent *k);

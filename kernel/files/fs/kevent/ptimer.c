@@ -32,7 +32,8 @@
  * @cookie: sigev_value.sival_ptr
  *
  * Return: 0, -EBADF (closed fd, or another process's queue), -EINVAL (not a
- * queue), -EAGAIN (no memory or the queue is full).
+ * queue), -EAGAIN (no memory, the queue is full, or its user has
+ * fs.kevent.max_user_kevents).
  */
 int kevent_posix_timer_attach(struct k_itimer *timr, int fd,
 			      void __user *cookie)
@@ -50,14 +51,15 @@ int kevent_posix_timer_attach(struct k_itimer *timr, int fd,
 	if (!q)
 		return err;
 	uk.id.raw_u64 = (u32)timr->it_id;
-	uk.ptr = (void *)cookie;
+	/* An opaque cookie, handed back, never dereferenced. */
+	uk.ptr = (void __force *)cookie;
 
 	mutex_lock(&q->mtx);
 	err = -EAGAIN;
 	if (q->count >= q->max || kevent_find(q, uk.type, uk.id.raw_u64))
 		goto out;
 	k = kevent_alloc(q, &uk, &kevent_ptimer_ops);
-	if (!k)
+	if (IS_ERR(k))
 		goto out;
 	k->ptimer.timr = timr;
 	k->ptimer.overrun = -1;
@@ -142,7 +144,7 @@ static void kevent_ptimer_disarm(struct kevent *k)
 }
 
 static enum kevent_report kevent_ptimer_report(struct kevent *k,
-					       const struct kevent_snap *snap,
+					       struct kevent_snap *snap,
 					       u32 data[2])
 {
 	if (!snap->pending)

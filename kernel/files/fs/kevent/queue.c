@@ -5,11 +5,15 @@
  *
  * A kevent is "queued" while its @link is on a list: q->ready (counted in
  * q->nready), a batch a delivery took from it, or the private list of level
- * kevents a call delivered (put back when the call ends, so that each ready
- * kevent is delivered at most once per wait and a waiter never spins on its
- * own level kevents). Producers only add a kevent that is not queued, and
- * otherwise merge into its pending state: nothing is lost while a delivery
- * has it in hand.
+ * kevents a call delivered while it holds q->mtx. That list goes back on
+ * q->ready when the call ends and before it sleeps (as ep_poll() puts level
+ * items back), so other waiters and ->poll() always see every ready
+ * kevent. A call that may sleep remembers what it delivered (struct
+ * kevent_sink), so it never delivers one twice, and its wake-up target
+ * ignores the queued kevents stamped with its call (struct kevent_waiter),
+ * so it never spins on them. Producers only add a kevent that is not
+ * queued, and otherwise merge into its pending state: nothing is lost while
+ * a delivery has it in hand.
  *
  * The ring (spec sections 3, D12, D13) is ordinary user memory. It is
  * written only with copy_to_user()/put_user() from the owner's system calls
@@ -19,6 +23,8 @@
  * caller's copies are never read back.
  */
 #include <linux/anon_inodes.h>
+#include <linux/bsearch.h>
+#include <linux/capability.h>
 #include <linux/fdtable.h>
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -30,7 +36,9 @@
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
+#include <linux/sort.h>
 #include <linux/uaccess.h>
+#include <linux/user_namespace.h>
 
 #include "kevent.h"
 
@@ -55,6 +63,9 @@ static const struct {
 /* Registrations per queue; /sys/kernel/kevent/max_per_queue. */
 unsigned int kevent_max_per_queue __read_mostly = 1U << 20;
 
+/* fs.kevent.unprivileged_disabled: 0 all, 1 CAP_SYS_ADMIN only, 2 none. */
+int kevent_unprivileged_disabled __read_mostly;
+
 /* ---------------------------------------------------------------------
  * Objects
  */
@@ -69,18 +80,40 @@ void kevent_queue_put(struct kevent_queue *q)
 	if (!refcount_dec_and_test(&q->ref))
 		return;
 	WARN_ON_ONCE(!RB_EMPTY_ROOT(&q->tree));
+	dec_ucount(q->ucounts, UCOUNT_KEVENT_QUEUES);
 	mmdrop(q->mm);
 	kfree(q);
 }
 
+/**
+ * kevent_alloc - a new kevent of @q, charged to the queue's user
+ * @q: the queue
+ * @uk: what was registered
+ * @ops: its type
+ *
+ * Beyond fs.kevent.max_user_kevents only a caller with CAP_SYS_RESOURCE
+ * gets one, uncharged (as pipe buffers beyond pipe-user-pages-soft, or
+ * POSIX message queues beyond queues_max).
+ *
+ * Return: the kevent, ERR_PTR(-ENOSPC) beyond the limit, or
+ * ERR_PTR(-ENOMEM).
+ */
 struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
 			    const struct kevent_ops *ops)
 {
-	struct kevent *k = kmem_cache_zalloc(kevent_caches[ops->slab],
-					     GFP_KERNEL_ACCOUNT);
+	bool charged = inc_ucount(q->ucounts->ns, q->ucounts->uid,
+				  UCOUNT_KEVENT_KEVENTS);
+	struct kevent *k;
 
-	if (!k)
-		return NULL;
+	if (!charged && !capable(CAP_SYS_RESOURCE))
+		return ERR_PTR(-ENOSPC);
+	k = kmem_cache_zalloc(kevent_caches[ops->slab], GFP_KERNEL_ACCOUNT);
+	if (!k) {
+		if (charged)
+			dec_ucount(q->ucounts, UCOUNT_KEVENT_KEVENTS);
+		return ERR_PTR(-ENOMEM);
+	}
+	k->charged = charged;
 	RB_CLEAR_NODE(&k->node);
 	INIT_LIST_HEAD(&k->link);
 	refcount_set(&k->ref, 1);
@@ -93,10 +126,14 @@ struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
 	return k;
 }
 
+/* Every holder of a kevent holds its queue too: q outlives k. */
 void kevent_put(struct kevent *k)
 {
-	if (refcount_dec_and_test(&k->ref))
-		kmem_cache_free(kevent_caches[k->ops->slab], k);
+	if (!refcount_dec_and_test(&k->ref))
+		return;
+	if (k->charged)
+		dec_ucount(k->q->ucounts, UCOUNT_KEVENT_KEVENTS);
+	kmem_cache_free(kevent_caches[k->ops->slab], k);
 }
 
 /* ---------------------------------------------------------------------
@@ -150,6 +187,65 @@ void kevent_insert(struct kevent *k)
 	q->count++;
 }
 
+/*
+ * A thread in kevent_get_events() or kevent_wait(), on q->holders for the
+ * whole call.
+ *
+ * The kevents its call delivered (or skipped as delivered) go back on
+ * q->ready before it sleeps, where other waiters and ->poll() see them (a
+ * private list would hide them: a producer merging into them wakes
+ * nobody). Its own call must not deliver them twice, so its wake-up target
+ * does not count them: @own is how many queued kevents (counted in
+ * q->nready) carry its call's stamp. Every change of k->counted or
+ * k->stamp goes through kevent_own(), so @own is exact.
+ */
+struct kevent_waiter {
+	wait_queue_entry_t wait;
+	struct kevent_queue *q;
+	unsigned int need;
+	unsigned int wake_gen;
+	unsigned int flush_gen;
+	u64 call;			/* the stamp of its call */
+	struct list_head hold;		/* on q->holders, under q->lock */
+	unsigned int own;		/* under q->lock */
+};
+
+/* @k, counted in q->nready, joins (@d = 1) or leaves (-1) its call's own. */
+static void kevent_own(struct kevent_queue *q, struct kevent *k, int d)
+{
+	struct kevent_waiter *w;
+
+	lockdep_assert_held(&q->lock);
+	list_for_each_entry(w, &q->holders, hold) {
+		if (w->call != k->stamp)
+			continue;
+		if (d > 0)
+			w->own++;
+		else if (!WARN_ON_ONCE(!w->own))
+			w->own--;
+		return;
+	}
+}
+
+/* @k, just put on a ready list or batch, counts in q->nready. */
+static void kevent_count(struct kevent_queue *q, struct kevent *k)
+{
+	k->counted = true;
+	q->nready++;
+	kevent_own(q, k, 1);
+}
+
+/* @k is now the call @call's: it counts toward that call's own. */
+static void kevent_stamp(struct kevent_queue *q, struct kevent *k, u64 call)
+{
+	lockdep_assert_held(&q->lock);
+	if (k->counted)
+		kevent_own(q, k, -1);
+	k->stamp = call;
+	if (k->counted)
+		kevent_own(q, k, 1);
+}
+
 /* Takes @k off whatever list it is queued on. */
 void kevent_dequeue(struct kevent *k)
 {
@@ -162,6 +258,7 @@ void kevent_dequeue(struct kevent *k)
 	if (k->counted) {
 		k->counted = false;
 		q->nready--;
+		kevent_own(q, k, -1);
 	}
 }
 
@@ -256,8 +353,7 @@ bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
 	if (!list_empty(&k->link))
 		return false;
 	list_add_tail(&k->link, &q->ready);
-	k->counted = true;
-	q->nready++;
+	kevent_count(q, k);
 	/* Pairs with the waiter's check under q->lock: no lost wake. */
 	if (waitqueue_active(&q->wq)) {
 		if (READ_ONCE(k->uk.req_flags) & KEVENT_REQ_WAKEUP_ALL)
@@ -314,6 +410,8 @@ static bool kevent_readable(struct kevent_queue *q, int depth)
 			ready = true;
 			break;
 		}
+		/* Up to max_user_kevents entries, each a ->poll(). */
+		cond_resched();
 	}
 	spin_lock_irq(&q->lock);
 	list_splice(&scan, &q->ready);
@@ -363,8 +461,10 @@ static int kevent_file_release(struct inode *inode, struct file *file)
 	struct rb_node *n;
 
 	mutex_lock(&q->mtx);
-	while ((n = rb_first(&q->tree)))
+	while ((n = rb_first(&q->tree))) {
 		kevent_unregister(rb_entry(n, struct kevent, node));
+		cond_resched();
+	}
 	mutex_unlock(&q->mtx);
 	kevent_inode_release_queue(q);
 	kevent_queue_put(q);
@@ -404,6 +504,19 @@ static int kevent_ring_mapped(struct kevent_ring __user *ring, size_t len)
 	return err;
 }
 
+/* fs.kevent.unprivileged_disabled, as kernel.io_uring_disabled. */
+static bool kevent_allowed(void)
+{
+	switch (READ_ONCE(kevent_unprivileged_disabled)) {
+	case 0:
+		return true;
+	case 1:
+		return capable(CAP_SYS_ADMIN);
+	default:
+		return false;
+	}
+}
+
 /**
  * kevent_create - kevent_init(): a new queue and its fd
  * @ring: the caller's ring, or NULL with @num == 0
@@ -416,8 +529,11 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 		   unsigned int flags)
 {
 	struct kevent_queue *q;
+	struct ucounts *ucounts;
 	int fd, err;
 
+	if (!kevent_allowed())
+		return -EPERM;
 	if (flags)
 		return -EINVAL;
 	if (ring || num) {
@@ -435,14 +551,23 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 		    put_user(0, &ring->ring_over))
 			return -EFAULT;
 	}
+	/* fs.kevent.max_user_queues, as inotify's max_user_instances. */
+	ucounts = inc_ucount(current_user_ns(), current_uid(),
+			     UCOUNT_KEVENT_QUEUES);
+	if (!ucounts)
+		return -EMFILE;
 	q = kzalloc(sizeof(*q), GFP_KERNEL_ACCOUNT);
-	if (!q)
+	if (!q) {
+		dec_ucount(ucounts, UCOUNT_KEVENT_QUEUES);
 		return -ENOMEM;
+	}
+	q->ucounts = ucounts;
 	mutex_init(&q->mtx);
 	spin_lock_init(&q->lock);
 	init_waitqueue_head(&q->wq);
 	init_waitqueue_head(&q->poll_wait);
 	INIT_LIST_HEAD(&q->ready);
+	INIT_LIST_HEAD(&q->holders);
 	q->tree = RB_ROOT;
 	q->max = READ_ONCE(kevent_max_per_queue);
 	q->ring = ring;
@@ -463,6 +588,8 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
  * @f: the fd
  * @err: -EBADF (closed, or D11: another process's copy) or -EINVAL (not a
  *	queue) when NULL is returned
+ *
+ * Return: the queue, or NULL.
  */
 struct kevent_queue *kevent_queue_from(struct fd f, long *err)
 {
@@ -559,11 +686,11 @@ int kevent_commit_rule(u32 n, u32 kidx, u32 uidx, u32 over, u32 new_uidx,
 	return 0;
 }
 
-/* kevent_commit(). Context: q->mtx not held. */
+/* kevent_commit(): slots released (a u32), or -errno. q->mtx not held. */
 long kevent_commit_ring(struct kevent_queue *q, u32 new_uidx, u32 cover)
 {
 	u32 released, uidx, over;
-	int err;
+	long err;
 
 	mutex_lock(&q->mtx);
 	err = -EINVAL;
@@ -597,7 +724,65 @@ struct kevent_sink {
 	bool ring_dirty;
 	u64 call;
 	struct list_head requeue;	/* level kevents this call delivered */
+	unsigned int fresh;		/* delivered since it last slept */
+	/*
+	 * A call that may sleep after a delivery remembers, with a reference,
+	 * every kevent it delivered that stays registered: while it sleeps
+	 * another call may deliver one and stamp it with its own call. Sorted
+	 * up to @nsorted; the rest carry this call's stamp (only a holder of
+	 * q->mtx stamps).
+	 */
+	bool remember;
+	struct kevent **seen;
+	unsigned int nseen, nsorted, cap;
 };
+
+static int kevent_ptr_cmp(const void *a, const void *b)
+{
+	const struct kevent *x = *(const struct kevent * const *)a;
+	const struct kevent *y = *(const struct kevent * const *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Whether this call delivered @k already. Context: q->lock held. */
+static bool kevent_delivered(struct kevent_sink *s, struct kevent *k)
+{
+	if (k->stamp == s->call)
+		return true;
+	return s->nsorted && bsearch(&k, s->seen, s->nsorted,
+				     sizeof(*s->seen), kevent_ptr_cmp);
+}
+
+/* Room to remember one more delivery. Context: q->mtx held. */
+static int kevent_sink_reserve(struct kevent_sink *s)
+{
+	struct kevent **seen;
+	unsigned int cap;
+
+	if (!s->remember || s->nseen < s->cap)
+		return 0;
+	/* A call delivers at most s->max kevents. */
+	cap = s->cap > s->max / 2 ? s->max : max(16U, s->cap * 2);
+	cap = min(cap, s->max);
+	seen = kvrealloc(s->seen, array_size(cap, sizeof(*seen)),
+			 GFP_KERNEL_ACCOUNT);
+	if (!seen)
+		return -ENOMEM;
+	s->seen = seen;
+	s->cap = cap;
+	return 0;
+}
+
+/* The end of a call: what it remembered is let go. */
+static void kevent_sink_forget(struct kevent_sink *s)
+{
+	unsigned int i;
+
+	for (i = 0; i < s->nseen; i++)
+		kevent_put(s->seen[i]);
+	kvfree(s->seen);
+}
 
 static unsigned int kevent_sink_room(struct kevent_queue *q,
 				     struct kevent_sink *s)
@@ -616,13 +801,13 @@ static void kevent_restore(struct kevent_queue *q, struct kevent *k,
 			   struct list_head *batch)
 {
 	lockdep_assert_held(&q->lock);
-	k->pending += snap->pending;
+	k->pending = k->pending + snap->pending < k->pending ?
+		     U32_MAX : k->pending + snap->pending;
 	k->bits |= snap->bits;
 	k->marked |= snap->marked;
 	if (list_empty(&k->link)) {
 		list_add(&k->link, batch);
-		k->counted = true;
-		q->nready++;
+		kevent_count(q, k);
 	}
 }
 
@@ -631,10 +816,11 @@ static void kevent_restore(struct kevent_queue *q, struct kevent *k,
  * @requeue for a level kevent that stays registered: the caller puts it
  * back for the next wait (D7) when it next holds q->lock.
  *
- * Return: 1 delivered, 0 nothing to deliver, -EFAULT.
+ * Return: 2 delivered and still registered, 1 delivered and unregistered,
+ * 0 nothing to deliver, -EFAULT.
  */
 static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
-			      const struct kevent_snap *snap,
+			      struct kevent_snap *snap,
 			      struct kevent_sink *s, bool *requeue)
 {
 	struct ukevent ev = k->uk;
@@ -667,12 +853,12 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 	}
 	s->ring_dirty |= q->kidx != kidx;
 	s->n++;
-	k->stamp = s->call;
-	if (unregister)
+	if (unregister) {
 		kevent_unregister(k);
-	else
-		*requeue = !k->ops->occurrence && !kevent_is_edge(k);
-	return 1;
+		return 1;
+	}
+	*requeue = !k->ops->occurrence && !kevent_is_edge(k);
+	return 2;
 }
 
 /*
@@ -684,9 +870,15 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 {
 	struct kevent *again = NULL;
+	unsigned int skipped = 0;
 	LIST_HEAD(batch);
 	int err = 0;
 
+	/* What earlier scans of this call delivered, for kevent_delivered(). */
+	if (s->nsorted < s->nseen) {
+		sort(s->seen, s->nseen, sizeof(*s->seen), kevent_ptr_cmp, NULL);
+		s->nsorted = s->nseen;
+	}
 	spin_lock_irq(&q->lock);
 	list_splice_init(&q->ready, &batch);
 	for (;;) {
@@ -707,9 +899,19 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		if (!k)
 			break;
 		kevent_dequeue(k);
-		if (k->stamp == s->call) {
+		if (kevent_delivered(s, k)) {
 			/* Delivered by this call already: the next one. */
+			kevent_stamp(q, k, s->call);
 			list_add_tail(&k->link, &s->requeue);
+			/*
+			 * Interrupts back on now and then: the batch is this
+			 * call's, only merged into by producers.
+			 */
+			if (!(++skipped % 64)) {
+				spin_unlock_irq(&q->lock);
+				cond_resched();
+				spin_lock_irq(&q->lock);
+			}
 			continue;
 		}
 		snap.pending = k->pending;
@@ -720,11 +922,25 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		k->marked = false;
 		spin_unlock_irq(&q->lock);
 
-		err = kevent_deliver_one(q, k, &snap, s, &requeue);
+		/* At most one delivery per registered kevent: long, not forever. */
+		cond_resched();
+		requeue = false;
+		err = kevent_sink_reserve(s);
+		if (!err)
+			err = kevent_deliver_one(q, k, &snap, s, &requeue);
 		spin_lock_irq(&q->lock);
 		if (err < 0) {
 			kevent_restore(q, k, &snap, &batch);
 			break;
+		}
+		if (err == 2) {
+			/* A producer may have queued it again meanwhile. */
+			kevent_stamp(q, k, s->call);
+			s->fresh++;
+			if (s->remember) {
+				refcount_inc(&k->ref);
+				s->seen[s->nseen++] = k;
+			}
 		}
 		err = 0;
 		if (requeue)
@@ -735,24 +951,69 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 	return err;
 }
 
-/* The end of a call: level kevents back, the ring published, wake-ups. */
-static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s)
+/*
+ * The level kevents this call delivered (and those it skipped as delivered
+ * already) go back on q->ready; returns how many. Context: q->lock held.
+ */
+static unsigned int kevent_requeue(struct kevent_queue *q,
+				   struct kevent_sink *s)
 {
+	unsigned int n = 0;
 	struct kevent *k;
 
-	spin_lock_irq(&q->lock);
+	lockdep_assert_held(&q->lock);
 	list_for_each_entry(k, &s->requeue, link) {
-		k->counted = true;
-		q->nready++;
+		kevent_count(q, k);
+		n++;
 	}
 	list_splice_tail_init(&s->requeue, &q->ready);
+	return n;
+}
+
+/* The end of a call: level kevents back, the ring published, wake-ups. */
+static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s,
+			  struct kevent_waiter *w)
+{
+	unsigned int n;
+
+	spin_lock_irq(&q->lock);
+	n = kevent_requeue(q, s);
+	list_del_init(&w->hold);
 	q->wake_pending = false;
 	/* Events left behind: the next waiter takes them. */
 	if (q->nready && waitqueue_active(&q->wq))
 		wake_up(&q->wq);
 	spin_unlock_irq(&q->lock);
+	/* A ->poll() that ran meanwhile did not see them. */
+	if (n)
+		kevent_wake_pollers(q, 0);
 	if (s->ring_dirty)
 		kevent_ring_publish(q);
+	kevent_sink_forget(s);
+}
+
+/*
+ * Before a call sleeps: its level kevents back on q->ready (visible to other
+ * waiters and ->poll()), counted in its own so that its wake-up target
+ * ignores them, and another waiter woken if this call delivered something
+ * since it last slept (what it only skipped was visible before its scan:
+ * waking for it would let two sleepers that both delivered a kevent wake
+ * each other forever).
+ */
+static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s)
+{
+	unsigned int n;
+	bool wake = s->fresh;
+
+	s->fresh = 0;
+	spin_lock_irq(&q->lock);
+	n = kevent_requeue(q, s);
+	/* Under q->lock, as every waiter's check: no lost wake. */
+	if (n && wake && waitqueue_active(&q->wq))
+		wake_up(&q->wq);
+	spin_unlock_irq(&q->lock);
+	if (n)
+		kevent_wake_pollers(q, 0);
 }
 
 /* ---------------------------------------------------------------------
@@ -765,19 +1026,11 @@ struct kevent_deadline {
 	ktime_t expires;
 };
 
-struct kevent_waiter {
-	wait_queue_entry_t wait;
-	struct kevent_queue *q;
-	unsigned int need;
-	unsigned int wake_gen;
-	unsigned int flush_gen;
-};
-
 static bool kevent_waiter_done(const struct kevent_waiter *w)
 {
 	const struct kevent_queue *q = w->q;
 
-	return q->nready >= w->need || q->wake_gen != w->wake_gen ||
+	return q->nready - w->own >= w->need || q->wake_gen != w->wake_gen ||
 	       q->flush_gen != w->flush_gen;
 }
 
@@ -866,21 +1119,25 @@ static int kevent_get_deadline(const struct __kernel_timespec __user *uts,
 	return 0;
 }
 
-/* Whether @fd of the caller still names queue @q (it may be closed). */
+/*
+ * Whether @fd of the caller still names queue @q (it may be closed). With a
+ * reference: a file found under RCU alone may be freed and reused while its
+ * fields are read.
+ */
 static bool kevent_fd_names(int fd, struct kevent_queue *q)
 {
-	struct file *f;
+	struct file *f = fget(fd);
 	bool same;
 
-	rcu_read_lock();
-	f = files_lookup_fd_raw(current->files, fd);
-	same = f && f->private_data == q && f->f_op == &kevent_fops;
-	rcu_read_unlock();
+	if (!f)
+		return false;
+	same = f->f_op == &kevent_fops && f->private_data == q;
+	fput(f);
 	return same;
 }
 
 /**
- * kevent_collect - the loop of kevent_get_events() and kevent_wait()
+ * kevent_collect_deadline - the loop of kevent_get_events() and kevent_wait()
  * @q: the queue
  * @fd: the caller's fd of it (closing it under the wait ends the wait)
  * @want: wait until this many are delivered (D4)
@@ -903,7 +1160,10 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		.max = max,
 		.to_ring = to_ring,
 	};
-	struct kevent_waiter w = { .q = q };
+	struct kevent_waiter w = {
+		.q = q,
+		.hold = LIST_HEAD_INIT(w.hold),
+	};
 	bool last = false, closed;
 	long err = 0;
 	int ret;
@@ -919,7 +1179,10 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 			goto unlock;
 	}
 	s.call = ++q->calls;
+	w.call = s.call;
+	s.remember = want > 1 && d->block;
 	spin_lock_irq(&q->lock);
+	list_add(&w.hold, &q->holders);
 	w.wake_gen = q->wake_gen;
 	w.flush_gen = q->flush_gen;
 	if (q->wake_pending)
@@ -932,6 +1195,7 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		    !d->block)
 			break;
 		w.need = want - s.n;
+		kevent_hold(q, &s);
 		mutex_unlock(&q->mtx);
 		ret = kevent_sleep(&w, d);
 		mutex_lock(&q->mtx);
@@ -951,7 +1215,7 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		if (ret)
 			last = true;
 	}
-	kevent_finish(q, &s);
+	kevent_finish(q, &s, &w);
 unlock:
 	mutex_unlock(&q->mtx);
 	return s.n ? s.n : err;

@@ -14,6 +14,13 @@
  * a signal of a group that is exiting, or a synchronous fault the kernel
  * forces (a dropped SIGSEGV would re-run the faulting instruction forever).
  *
+ * A queue watches one signal once: its key is the signal number and the
+ * NOMASK bit, nothing else (id bits 32-62 are -EINVAL), and the second
+ * variant of a watched signal is -EEXIST (decision P27). So a signal walks
+ * at most one kevent per queue of the process, and a process has at most
+ * fs.kevent.max_user_queues queues per user: the walk under siglock with
+ * interrupts off is bounded.
+ *
  * fork() starts with an empty list (D11: signal kevents are not
  * inherited); exit and exec flush it (kevent_signal_flush()), after which
  * the kevents stay registered in their queues but inert.
@@ -54,29 +61,41 @@ bool kevent_signal_send(struct task_struct *t, int sig, bool forced)
 void kevent_signal_flush(struct task_struct *tsk)
 {
 	struct hlist_node *tmp;
+	unsigned long flags;
 	struct kevent *k;
 
-	spin_lock_irq(&tsk->sighand->siglock);
+	/* The sanctioned way to the RCU-managed sighand (sparse). */
+	if (!lock_task_sighand(tsk, &flags))
+		return;
 	hlist_for_each_entry_safe(k, tmp, &tsk->signal->kevent_signals,
 				  sig.node)
 		hlist_del_init(&k->sig.node);
-	spin_unlock_irq(&tsk->sighand->siglock);
+	unlock_task_sighand(tsk, &flags);
 }
 
 static int kevent_signal_arm(struct kevent *k, __poll_t *ready)
 {
 	u64 id = k->uk.id.raw_u64;
 	u32 signo = (u32)id;
+	unsigned long flags;
 
 	*ready = 0;
 	if (!signo || signo > _NSIG || sig_kernel_only(signo))
 		return -EINVAL;
+	/* P27: the key is the signal and NOMASK, nothing else. */
+	if ((id & ~KEVENT_SIGNAL_NOMASK) >> 32)
+		return -EINVAL;
+	/* One kevent per signal per queue, with or without NOMASK. */
+	if (kevent_find(k->q, KEVENT_SIGNAL, id ^ KEVENT_SIGNAL_NOMASK))
+		return -EEXIST;
 	k->sig.signo = signo;
 	k->sig.nomask = id & KEVENT_SIGNAL_NOMASK;
+	/* A task in a system call has its sighand: this cannot fail. */
+	if (!lock_task_sighand(current, &flags))
+		return -ESRCH;
 	k->sig.owner = get_pid(task_tgid(current));
-	spin_lock_irq(&current->sighand->siglock);
 	hlist_add_head(&k->sig.node, &current->signal->kevent_signals);
-	spin_unlock_irq(&current->sighand->siglock);
+	unlock_task_sighand(current, &flags);
 	return 0;
 }
 
@@ -102,7 +121,7 @@ static void kevent_signal_disarm(struct kevent *k)
 }
 
 static enum kevent_report kevent_signal_report(struct kevent *k,
-					       const struct kevent_snap *snap,
+					       struct kevent_snap *snap,
 					       u32 data[2])
 {
 	if (!snap->pending)

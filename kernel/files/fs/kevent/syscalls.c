@@ -10,13 +10,20 @@
  * /sys/kernel/kevent/abi holds the ABI version, .../syscalls the numbers of
  * init, ctl, get_events, wait and commit: userspace never calls a kevent
  * number the kernel did not advertise (spec section 6).
+ *
+ * /proc/sys/fs/kevent/ holds the per-user limits (the initial user
+ * namespace's UCOUNT_KEVENT_* maxima, as fs/inotify/ holds inotify's) and
+ * unprivileged_disabled (Documentation/admin-guide/sysctl/fs.rst).
  */
 #include <linux/file.h>
 #include <linux/init.h>
 #include <linux/kobject.h>
+#include <linux/mm.h>
 #include <linux/sched/mm.h>
 #include <linux/syscalls.h>
+#include <linux/sysctl.h>
 #include <linux/sysfs.h>
+#include <linux/user_namespace.h>
 #include <asm/unistd.h>
 
 #include "kevent.h"
@@ -151,6 +158,57 @@ static const struct attribute_group kevent_attr_group = {
 	.attrs = kevent_attrs,
 };
 
+static long kevent_long_zero;
+static long kevent_long_int_max = INT_MAX;
+
+/* The initial user namespace's maximum of a ucount, as fs/inotify/ has. */
+#define KEVENT_UCOUNT_SYSCTL(name, type) {				\
+		.procname	= name,					\
+		.data		= &init_user_ns.ucount_max[type],	\
+		.maxlen		= sizeof(long),				\
+		.mode		= 0644,					\
+		.proc_handler	= proc_doulongvec_minmax,		\
+		.extra1		= &kevent_long_zero,			\
+		.extra2		= &kevent_long_int_max,			\
+	}
+
+static struct ctl_table kevent_sysctls[] = {
+	KEVENT_UCOUNT_SYSCTL("max_user_queues", UCOUNT_KEVENT_QUEUES),
+	KEVENT_UCOUNT_SYSCTL("max_user_kevents", UCOUNT_KEVENT_KEVENTS),
+	{
+		.procname	= "unprivileged_disabled",
+		.data		= &kevent_unprivileged_disabled,
+		.maxlen		= sizeof(int),
+		.mode		= 0644,
+		.proc_handler	= proc_dointvec_minmax,
+		.extra1		= SYSCTL_ZERO,
+		.extra2		= SYSCTL_TWO,
+	},
+};
+
+/* What one kevent costs at most: the largest kevent and one wait entry. */
+#define KEVENT_ITEM_COST	(sizeof(struct kevent) + \
+				 sizeof(wait_queue_entry_t) + \
+				 3 * sizeof(void *))
+
+/*
+ * The defaults: 128 queues per user (inotify's max_user_instances), and
+ * kevents worth 4% of low memory (epoll's max_user_watches), at least 8192.
+ */
+static void __init kevent_limits_setup(void)
+{
+	unsigned long kevents;
+	struct sysinfo si;
+
+	si_meminfo(&si);
+	kevents = (((si.totalram - si.totalhigh) / 25) << PAGE_SHIFT) /
+		  KEVENT_ITEM_COST;
+	init_user_ns.ucount_max[UCOUNT_KEVENT_QUEUES] = 128;
+	init_user_ns.ucount_max[UCOUNT_KEVENT_KEVENTS] =
+		clamp(kevents, 8192UL, (unsigned long)INT_MAX);
+	register_sysctl_init("fs/kevent", kevent_sysctls);
+}
+
 static int __init kevent_setup(void)
 {
 	struct kobject *kobj;
@@ -158,6 +216,7 @@ static int __init kevent_setup(void)
 
 	kevent_queue_setup();
 	kevent_fd_setup();
+	kevent_limits_setup();
 	kobj = kobject_create_and_add("kevent", kernel_kobj);
 	if (!kobj)
 		return -ENOMEM;

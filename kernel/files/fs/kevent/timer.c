@@ -6,13 +6,22 @@
  * zero). The timer is periodic unless ONESHOT. Each expiry adds to the
  * kevent's pending count (D8: ret_data[1] = expirations since the last
  * delivery; ret_data[0] = the CLOCK_MONOTONIC milliseconds, low 32 bits, of
- * the last one). The callback keeps its own grid of period boundaries, so
- * the count is exact even when it fires late or when a short period is
- * rate-limited to KEVENT_TIMER_MIN_PERIOD between callbacks.
+ * the last one).
+ *
+ * A periodic timer is re-armed by the delivery of its expiry, not by its
+ * callback, as timerfd re-arms when read: the callback queues the kevent
+ * and stops, so a timer nobody consumes costs one callback, not one per
+ * period (or per KEVENT_TIMER_MIN_PERIOD), and a queue that outlives its
+ * owner stops firing. The count stays what elapsed time says: the period
+ * boundaries form a fixed grid (@next), and the delivery adds the
+ * boundaries passed since the callback before it re-arms at the next one.
+ * A period shorter than KEVENT_TIMER_MIN_PERIOD is re-armed at least that
+ * far ahead; the count is exact all the same.
  *
  * The callback runs in hardirq context with interrupts off: it takes only
- * q->lock (through kevent_notify()). Disarming is hrtimer_cancel() under
- * q->mtx, which waits for a running callback.
+ * q->lock, under which the grid lives. The delivery re-arms under q->mtx
+ * after dropping q->lock; disarming is hrtimer_cancel() under q->mtx, which
+ * waits for a running callback.
  */
 #include <linux/hrtimer.h>
 #include <linux/ktime.h>
@@ -22,32 +31,45 @@
 /* Shortest time between two callbacks of one timer. */
 #define KEVENT_TIMER_MIN_PERIOD	(100 * NSEC_PER_USEC)
 
+/*
+ * The period boundaries @now has passed since the last count, which become
+ * the last expiry; @next moves past @now. Context: q->lock held.
+ */
+static u32 kevent_timer_elapsed(struct kevent_timer *kt, ktime_t now)
+{
+	u64 periods;
+
+	if (ktime_before(now, kt->next))
+		return 0;
+	periods = 1 + ktime_divns(ktime_sub(now, kt->next), kt->interval);
+	kt->last = ktime_add_ns(kt->next, (periods - 1) * kt->interval);
+	kt->next = ktime_add(kt->last, kt->interval);
+	return min_t(u64, periods, U32_MAX);
+}
+
 static enum hrtimer_restart kevent_timer_fire(struct hrtimer *t)
 {
 	struct kevent_timer *kt = container_of(t, struct kevent_timer, timer);
 	struct kevent *k = container_of(kt, struct kevent, timer);
+	struct kevent_queue *q = k->q;
 	struct kevent_snap add = { .pending = 1 };
-	ktime_t now, last, fire;
-	u64 periods;
+	unsigned long flags;
+	bool newly;
 
+	spin_lock_irqsave(&q->lock, flags);
 	if (kevent_is_oneshot(k)) {
-		WRITE_ONCE(kt->last, kt->next);
-		kevent_notify(k, &add, 0);
-		return HRTIMER_NORESTART;
+		kt->last = kt->next;
+	} else {
+		/* The timer never fires before kt->next: at least 1. */
+		add.pending = kevent_timer_elapsed(kt,
+						   hrtimer_cb_get_time(t)) ?: 1;
+		kt->stopped = true;
 	}
-	now = hrtimer_cb_get_time(t);
-	/* The timer never fires before kt->next. */
-	periods = 1 + ktime_divns(ktime_sub(now, kt->next), kt->interval);
-	last = ktime_add_ns(kt->next, (periods - 1) * kt->interval);
-	kt->next = ktime_add(last, kt->interval);
-	WRITE_ONCE(kt->last, last);
-	add.pending = min_t(u64, periods, U32_MAX);
-	fire = kt->next;
-	if (kt->interval < KEVENT_TIMER_MIN_PERIOD)
-		fire = max(fire, ktime_add_ns(now, KEVENT_TIMER_MIN_PERIOD));
-	hrtimer_set_expires(t, fire);
-	kevent_notify(k, &add, 0);
-	return HRTIMER_RESTART;
+	newly = kevent_notify_locked(k, &add);
+	spin_unlock_irqrestore(&q->lock, flags);
+	if (newly)
+		kevent_wake_pollers(q, 0);
+	return HRTIMER_NORESTART;
 }
 
 static int kevent_timer_arm(struct kevent *k, __poll_t *ready)
@@ -60,6 +82,7 @@ static int kevent_timer_arm(struct kevent *k, __poll_t *ready)
 	kt->interval = ktime_set(sec, nsec);
 	hrtimer_init(&kt->timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS);
 	kt->timer.function = kevent_timer_fire;
+	/* Not yet in the tree: nothing else sees kt. */
 	kt->next = ktime_add(ktime_get(), kt->interval);
 	hrtimer_start(&kt->timer, kt->next, HRTIMER_MODE_ABS);
 	*ready = 0;
@@ -71,13 +94,41 @@ static void kevent_timer_disarm(struct kevent *k)
 	hrtimer_cancel(&k->timer.timer);
 }
 
+/*
+ * A delivery: the periods elapsed since the callback join its count, and a
+ * stopped periodic timer starts again at the next boundary.
+ */
 static enum kevent_report kevent_timer_report(struct kevent *k,
-					      const struct kevent_snap *snap,
+					      struct kevent_snap *snap,
 					      u32 data[2])
 {
+	struct kevent_timer *kt = &k->timer;
+	struct kevent_queue *q = k->q;
+	ktime_t fire = 0, last;
+	bool rearm;
+
+	spin_lock_irq(&q->lock);
+	rearm = kt->stopped;
+	if (rearm) {
+		ktime_t now = ktime_get();
+		u32 more = kevent_timer_elapsed(kt, now);
+
+		snap->pending = snap->pending + more < snap->pending ?
+				U32_MAX : snap->pending + more;
+		kt->stopped = false;
+		fire = kt->next;
+		if (kt->interval < KEVENT_TIMER_MIN_PERIOD)
+			fire = max(fire,
+				   ktime_add_ns(now, KEVENT_TIMER_MIN_PERIOD));
+	}
+	last = kt->last;
+	spin_unlock_irq(&q->lock);
+	/* Only a holder of q->mtx starts or cancels the timer. */
+	if (rearm)
+		hrtimer_start(&kt->timer, fire, HRTIMER_MODE_ABS);
 	if (!snap->pending)
 		return KEVENT_SKIP;
-	data[0] = (u32)ktime_to_ms(READ_ONCE(k->timer.last));
+	data[0] = (u32)ktime_to_ms(last);
 	data[1] = snap->pending;
 	return KEVENT_DELIVER;
 }

@@ -17,7 +17,7 @@ static void kevent_user_disarm(struct kevent *k)
 }
 
 static enum kevent_report kevent_user_report(struct kevent *k,
-					     const struct kevent_snap *snap,
+					     struct kevent_snap *snap,
 					     u32 data[2])
 {
 	if (!snap->pending)

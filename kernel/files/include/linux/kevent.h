@@ -16,14 +16,27 @@
 
 struct k_itimer;
 
-#ifdef CONFIG_KEVENT
-void kevent_release_file(struct file *file);
-bool kevent_signal_send(struct task_struct *t, int sig, bool forced);
-void kevent_signal_flush(struct task_struct *tsk);
+#if defined(CONFIG_KEVENT) && defined(CONFIG_POSIX_TIMERS)
 int kevent_posix_timer_attach(struct k_itimer *timr, int fd,
 			      void __user *cookie);
 void kevent_posix_timer_fire(struct k_itimer *timr);
 void kevent_posix_timer_detach(struct k_itimer *timr);
+#else
+/* Not reached: good_sigevent() refuses SIGEV_KEVENT without kevent. */
+static inline int kevent_posix_timer_attach(struct k_itimer *timr, int fd,
+					    void __user *cookie)
+{
+	return -EINVAL;
+}
+
+static inline void kevent_posix_timer_fire(struct k_itimer *timr) { }
+static inline void kevent_posix_timer_detach(struct k_itimer *timr) { }
+#endif
+
+#ifdef CONFIG_KEVENT
+void kevent_release_file(struct file *file);
+bool kevent_signal_send(struct task_struct *t, int sig, bool forced);
+void kevent_signal_flush(struct task_struct *tsk);
 
 /* Called by __fput() right after eventpoll_release(). */
 static inline void kevent_release(struct file *file)
@@ -61,8 +74,8 @@ static inline bool kevent_signal(struct task_struct *t, int sig, bool forced)
 {
 	return false;
 }
+
 static inline void kevent_signal_exit(struct task_struct *tsk) { }
-static inline void kevent_posix_timer_detach(struct k_itimer *timr) { }
 #endif
 
 #endif /* _LINUX_KEVENT_H */

@@ -1,0 +1,122 @@
+//! Spec section 4 with several waiters on one queue: a level kevent (D7) that one waiter has
+//! already delivered in its current call, while it sleeps on for `min_nr`, must stay visible
+//! to the other waiters and to `poll()` of the queue fd (issue 20, finding 8: a waiter kept
+//! such kevents on a private list while it slept, and a second waiter slept to its timeout
+//! with an event ready). Each test makes the bad interleaving certain: the first waiter is
+//! asleep, holding the level kevent, before the second one starts. The bug is a hang, so the
+//! second waiter gets a generous bound (5 s) against a 30 s timeout.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use kevent_test_support::*;
+
+/// The timeout of every wait here: what a waiter that misses its event sleeps for.
+const LONG: libc::timespec = ms(30_000);
+/// How long the second waiter may take to return with the ready event.
+const PROMPT: Duration = Duration::from_secs(5);
+
+fn recv(fd: &OwnedFd) -> ukevent {
+    on_fd(KEVENT_SOCKET, fd.as_raw_fd(), KEVENT_SOCKET_RECV, 0)
+}
+
+/// A waiter on its own thread: `get_events(min_nr, 16, LONG)`; returns its kernel id once it
+/// has started.
+fn waiter(q: &Arc<Queue>, min_nr: u32) -> (JoinHandle<Vec<ukevent>>, libc::pid_t) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let q = q.clone();
+    let h = std::thread::spawn(move || {
+        tx.send(gettid()).unwrap();
+        q.get_events(min_nr, 16, &LONG, 0).expect("get_events")
+    });
+    (h, rx.recv().unwrap())
+}
+
+/// The common start: a queue with a level socket (ready) and UNOTIFY 1, and T1 (`min_nr =
+/// 2`) asleep after delivering the socket.
+struct Held {
+    q: Arc<Queue>,
+    a: OwnedFd,
+    peer: OwnedFd,
+    level: ukevent,
+    t1: JoinHandle<Vec<ukevent>>,
+    tid1: libc::pid_t,
+}
+
+fn held(b: Backend) -> Held {
+    let q = Arc::new(Queue::new(b));
+    let (a, peer) = socketpair();
+    let level = recv(&a);
+    q.add_ok(&[level, user(1, 0)]);
+    assert_eq!(write_fd(peer.as_raw_fd(), b"x"), 1);
+    let (t1, tid1) = waiter(&q, 2);
+    until_asleep(&[tid1]);
+    Held {
+        q,
+        a,
+        peer,
+        level,
+        t1,
+        tid1,
+    }
+}
+
+/// Ends the first waiter (it wants a second event: a READY mark on UNOTIFY 1) and checks what
+/// it got: the level socket once (at most once per wait) and the mark.
+#[track_caller]
+fn finish_first(q: &Queue, t1: JoinHandle<Vec<ukevent>>, level: &ukevent) {
+    q.ready_ids(&[1]);
+    let got = bounded(
+        PROMPT,
+        "the min_nr = 2 waiter after a second event",
+        move || t1.join().unwrap(),
+    );
+    expect_events(&got, &[Want::of(level), Want::new(KEVENT_UNOTIFY, 1)]);
+}
+
+backend_test! {
+    /// T1 (`min_nr = 2`) delivers a ready level socket and sleeps on for a second event; T2
+    /// (`min_nr = 1`), started afterwards, must return with the socket at once. T1, whose
+    /// socket stays ready, sleeps on (it neither takes the socket again nor spins on it).
+    fn s4_level_kevent_held_by_a_sleeping_waiter_reaches_another_waiter(b) {
+        let Held { q, a: _a, peer: _peer, level, t1, tid1 } = held(b);
+        let (t2, _) = waiter(&q, 1);
+        let got = bounded(PROMPT, "the min_nr = 1 waiter with a level socket ready", move || {
+            t2.join().unwrap()
+        });
+        expect_events(&got, &[Want::of(&level)]);
+        assert!(!t1.is_finished(), "the min_nr = 2 waiter returned with one event");
+        until_asleep(&[tid1]);
+        finish_first(&q, t1, &level);
+    }
+
+    /// T1 (`min_nr = 2`) delivers a level socket and sleeps on; the socket is drained, T2
+    /// (`min_nr = 1`) goes to sleep with nothing ready; then the socket becomes readable
+    /// again. T1 may not take it twice in one call, so T2 must be woken and return with it.
+    fn s4_level_kevent_ready_again_while_a_waiter_holds_it_wakes_another_waiter(b) {
+        let Held { q, a, peer, level, t1, tid1 } = held(b);
+        assert_eq!(drain(a.as_raw_fd()), 1);
+        let (t2, tid2) = waiter(&q, 1);
+        until_asleep(&[tid1, tid2]);
+        assert_eq!(write_fd(peer.as_raw_fd(), b"y"), 1);
+        let got = bounded(PROMPT, "the min_nr = 1 waiter after the socket became readable", move || {
+            t2.join().unwrap()
+        });
+        expect_events(&got, &[Want::of(&level)]);
+        finish_first(&q, t1, &level);
+    }
+
+    /// While T1 (`min_nr = 2`) sleeps holding a ready level socket it has delivered, the queue
+    /// fd polls readable (a poller of the queue, e.g. an epoll holding it, must see it).
+    fn s4_queue_fd_readable_while_a_sleeping_waiter_holds_a_level_kevent(b) {
+        let Held { q, a: _a, peer: _peer, level, t1, .. } = held(b);
+        assert_ne!(
+            poll_now(q.fd, libc::POLLIN) & libc::POLLIN,
+            0,
+            "queue fd not readable while a sleeping waiter holds a ready level kevent"
+        );
+        finish_first(&q, t1, &level);
+    }
+}
