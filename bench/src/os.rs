@@ -330,6 +330,23 @@ pub fn epoll_wait(ep: RawFd, buf: &mut [libc::epoll_event], timeout_ms: i32) -> 
     n.max(0) as usize
 }
 
+/// Sets `TCP_NODELAY` on a TCP socket (Nagle's algorithm off). Errors are ignored: a
+/// socket that refuses it still works, only with Nagle's delays.
+pub fn set_nodelay(fd: std::os::fd::RawFd) {
+    let one: libc::c_int = 1;
+    // SAFETY: `one` is a local that lives across the call, passed with its size; a bad `fd`
+    // only makes the call fail.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&raw const one).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

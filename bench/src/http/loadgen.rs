@@ -423,18 +423,8 @@ impl Client {
             self.idle.push_back(i);
             return;
         }
-        let one: libc::c_int = 1;
-        // SAFETY: `one` is a local of the size passed; `fd` was just created. TCP_NODELAY
-        // as wrk and ab set it: requests are single small writes.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::IPPROTO_TCP,
-                libc::TCP_NODELAY,
-                (&raw const one).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
+        // TCP_NODELAY as wrk and ab set it: requests are single small writes.
+        os::set_nodelay(fd);
         let c = &mut self.conns[i];
         c.fd = fd;
         c.buf.clear();

@@ -92,17 +92,7 @@ fn make_file(size: usize) -> std::io::Result<(OwnedFd, std::path::PathBuf)> {
 /// would hold the body's last segment for the client's delayed ACK.
 fn accept_all(listener: RawFd, mut f: impl FnMut(OwnedFd)) {
     server::accept_all(listener, |fd| {
-        let one: libc::c_int = 1;
-        // SAFETY: `one` is a local that lives across the call, with its size.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::IPPROTO_TCP,
-                libc::TCP_NODELAY,
-                (&raw const one).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
+        os::set_nodelay(fd);
         // SAFETY: accept4 just returned this fd; nothing else owns it.
         f(unsafe { OwnedFd::from_raw_fd(fd) });
     });
