@@ -54,6 +54,8 @@ pub const KEVENT_CTL_ADD: u32 = 0;
 pub const KEVENT_CTL_REMOVE: u32 = 1;
 pub const KEVENT_CTL_MODIFY: u32 = 2;
 pub const KEVENT_CTL_READY: u32 = 3;
+pub const KEVENT_INIT_ASYNC_RING: u32 = 1;
+pub const KEVENT_RING_ASYNC_MAX: u32 = 65536;
 pub const KEVENT_FLAGS_ABSTIME: u32 = 1;
 pub const KEVENT_SOCKET_RECV: u32 = 1;
 pub const KEVENT_SOCKET_ACCEPT: u32 = 2;
@@ -207,3 +209,18 @@ impl Default for kevent_ring {
         }
     }
 }
+#[repr(C)]
+#[derive(Default, Copy, Clone)]
+pub struct kevent_ring_tail {
+    pub ring_uidx: ::core::ffi::c_uint,
+    pub ring_resv: ::core::ffi::c_uint,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of kevent_ring_tail"][::core::mem::size_of::<kevent_ring_tail>() - 8usize];
+    ["Alignment of kevent_ring_tail"][::core::mem::align_of::<kevent_ring_tail>() - 4usize];
+    ["Offset of field: kevent_ring_tail::ring_uidx"]
+        [::core::mem::offset_of!(kevent_ring_tail, ring_uidx) - 0usize];
+    ["Offset of field: kevent_ring_tail::ring_resv"]
+        [::core::mem::offset_of!(kevent_ring_tail, ring_resv) - 4usize];
+};

@@ -44,6 +44,12 @@
 #define KEVENT_CTL_MODIFY	2
 #define KEVENT_CTL_READY	3
 
+/* Flags of kevent_init() (P38). */
+#define KEVENT_INIT_ASYNC_RING	0x1	/* events are posted as they occur */
+
+/* Largest ring of a KEVENT_INIT_ASYNC_RING queue (P38). */
+#define KEVENT_RING_ASYNC_MAX	65536
+
 /* Flags of kevent_get_events() and kevent_wait(). */
 #define KEVENT_FLAGS_ABSTIME	0x1
 
@@ -121,6 +127,15 @@ __extension__ struct kevent_ring {
 	unsigned int ring_kidx;	/* producer index, written only by the queue */
 	unsigned int ring_over;	/* wrap counter, written only by the queue */
 	struct ukevent event[];	/* num entries */
+};
+
+/*
+ * KEVENT_INIT_ASYNC_RING (P38): the consumer's index, right after the
+ * ring's num entries (at offset 8 + num * 40).
+ */
+struct kevent_ring_tail {
+	unsigned int ring_uidx;	/* consumer index, stored by the consumer */
+	unsigned int ring_resv;	/* written 0 by kevent_init, never read */
 };
 
 #endif /* __UKEVENT_H */
