@@ -54,7 +54,8 @@ subcommands:
   report     print the detected backend (and why native is unavailable) and the ABI summary
              (the default; `backend` is an alias)
   poller     N watched descriptors, A active: µs per round for select, poll, epoll, io_uring
-             (multishot poll) and kevent (get_events and ring) on every available backend
+             (multishot poll) and kevent (get_events, ring, asynchronous ring) on every
+             available backend
   http       single-threaded HTTP/1.1 servers on epoll and on kevent (and nginx, when
              installed) under the built-in load generator (and ab and wrk, when installed)
   static-files
