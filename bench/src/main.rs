@@ -37,6 +37,7 @@ pub mod svg;
 pub mod timers;
 pub mod uring;
 
+use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -173,8 +174,20 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
     Ok(opts)
 }
 
+/// The arguments as strings; the first that is not UTF-8 is the error (`std::env::args`
+/// would panic on it).
+fn utf8_args(args: impl IntoIterator<Item = OsString>) -> Result<Vec<String>, OsString> {
+    args.into_iter().map(OsString::into_string).collect()
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = match utf8_args(std::env::args_os().skip(1)) {
+        Ok(args) => args,
+        Err(bad) => {
+            eprintln!("kevent-bench: argument {bad:?} is not UTF-8\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
     let stdout = &mut io::stdout().lock();
     let (cmd, rest) = match args.split_first() {
         Some((c, rest)) => (c.as_str(), rest),
@@ -455,6 +468,15 @@ mod tests {
         assert!(a(&["--out"]).is_err());
         assert!(a(&["--bogus"]).is_err());
         assert!(a(&["--transport", "x"]).is_err());
+    }
+
+    #[test]
+    fn non_utf8_arguments_are_an_error_not_a_panic() {
+        use std::os::unix::ffi::OsStringExt;
+        let ok = utf8_args(["--out".into(), "d".into()]);
+        assert_eq!(ok, Ok(vec!["--out".to_string(), "d".to_string()]));
+        let bad = OsString::from_vec(vec![b'd', 0xff]);
+        assert_eq!(utf8_args(["--out".into(), bad.clone()]), Err(bad));
     }
 
     #[test]

@@ -51,7 +51,10 @@ struct RingMem {
 #[derive(Debug)]
 enum Mem {
     Heap(*mut [u64]),
-    Mapped(*mut libc::c_void, usize),
+    /// Kept for its drop (which unmaps it).
+    Mapped {
+        _map: kevent_sys::mem::AnonMap,
+    },
 }
 
 impl Drop for RingMem {
@@ -60,11 +63,9 @@ impl Drop for RingMem {
             // SAFETY: `words` came from `Box::into_raw` in `RawQueue::with_via` and is freed
             // once, after the queue fd (the only writer) was closed.
             Mem::Heap(words) => drop(unsafe { Box::from_raw(words) }),
-            // SAFETY: our own mapping from `RawQueue::new_async`, unmapped once, after the
-            // queue fd was closed (the benchmark makes no duplicate of it).
-            Mem::Mapped(p, len) => unsafe {
-                libc::munmap(p, len);
-            },
+            // Unmapped by its own drop, after the queue fd was closed (the benchmark makes no
+            // duplicate of it).
+            Mem::Mapped { .. } => {}
         }
     }
 }
@@ -164,26 +165,13 @@ impl RawQueue {
     /// through the Rust dispatch. `EINVAL` from a kevent kernel without P38.
     pub fn new_async(backend: Backend, ring_len: u32) -> Result<RawQueue, Errno> {
         let len = ring::async_ring_bytes(ring_len).ok_or(Errno::EINVAL)?;
-        // SAFETY: a new anonymous mapping; the result is checked below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Errno::last());
-        }
-        let base = std::ptr::NonNull::new(p.cast()).ok_or(Errno::ENOMEM)?;
+        let map = kevent_sys::mem::AnonMap::new(len)?;
+        let base = map.base().cast::<kevent_sys::kevent_ring>();
         let ring = RingMem {
             // SAFETY: `async_ring_bytes(ring_len)` zeroed, page-aligned bytes that live until
             // `RingMem` drops, after the queue fd is closed; nothing else references them.
             view: unsafe { RingView::new_async(base, ring_len) },
-            mem: Mem::Mapped(p, len),
+            mem: Mem::Mapped { _map: map },
         };
         // SAFETY: the ring contract of `init` holds for the mapping (above).
         let fd = unsafe {

@@ -52,8 +52,8 @@ backend_test! {
     /// (before any memory check), and no other `kevent_init` flag (D1).
     fn p38_init_limits_are_einval(b) {
         require_async_ring!(b);
-        let map = AnonMap::new(ring::async_ring_bytes(64).unwrap());
-        let mem = map.ptr();
+        let map = mem::AnonMap::new(ring::async_ring_bytes(64).unwrap()).unwrap();
+        let mem = map.base().as_ptr().cast();
         let f = KEVENT_INIT_ASYNC_RING;
         assert_eq!(c_init(b, std::ptr::null_mut(), 0, f), Err(Errno::EINVAL), "NULL, 0");
         assert_eq!(c_init(b, std::ptr::null_mut(), 8, f), Err(Errno::EINVAL), "NULL, 8");
@@ -77,12 +77,12 @@ backend_test! {
     /// `EFAULT`.
     fn p38_init_needs_the_tail_mapped(b) {
         require_async_ring!(b);
-        // SAFETY: sysconf takes no pointers.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        let map = AnonMap::new(2 * page);
-        map.unmap_from(page);
-        let mem = map.ptr();
-        // Entries end exactly at the page end: the 8-byte tail falls on the unmapped page.
+        let page = mem::page_size();
+        let map = mem::AnonMap::new(2 * page).unwrap();
+        // SAFETY: no reference into the second page exists.
+        unsafe { map.protect(page, page, mem::Prot::None) }.unwrap();
+        let mem = map.base().as_ptr().cast::<libc::c_void>();
+        // Entries end exactly at the page end: the 8-byte tail falls on the inaccessible page.
         let n = 2;
         let ring = mem.cast::<u8>().wrapping_add(page - (8 + 40 * n as usize)).cast();
         assert_eq!(c_init(b, ring, n, KEVENT_INIT_ASYNC_RING), Err(Errno::EFAULT));
@@ -91,9 +91,11 @@ backend_test! {
         let fd = c_init(b, ring, n, KEVENT_INIT_ASYNC_RING).expect("a ring that fits");
         close(fd);
         // A read-only mapping.
-        let ro = AnonMap::new(page);
-        ro.read_only();
-        assert_eq!(c_init(b, ro.ptr(), n, KEVENT_INIT_ASYNC_RING), Err(Errno::EFAULT));
+        let ro = mem::AnonMap::new(page).unwrap();
+        // SAFETY: no reference into the mapping exists.
+        unsafe { ro.protect(0, page, mem::Prot::Read) }.unwrap();
+        let ro_ptr = ro.base().as_ptr().cast();
+        assert_eq!(c_init(b, ro_ptr, n, KEVENT_INIT_ASYNC_RING), Err(Errno::EFAULT));
     }
 
     /// P38: `kevent_get_events` on an asynchronous queue is `EINVAL` (its events are read from

@@ -40,7 +40,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use kevent_sys::{
     Errno, KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_CTL_READY, KEVENT_CTL_REMOVE,
-    KEVENT_POSIX_TIMER, ukevent,
+    KEVENT_POSIX_TIMER, Key, ukevent,
 };
 
 use crate::kevent::Kevent;
@@ -399,7 +399,7 @@ impl Queue {
         let slot = st
             .kevents
             .reg
-            .find((KEVENT_POSIX_TIMER, timer))
+            .find(Key::from_raw(KEVENT_POSIX_TIMER, timer))
             .ok_or(Errno::EINVAL)?;
         source::timer::posix_arm(slot, deadline_ns, interval_ns, &mut st.cx(ctx))
     }
@@ -410,7 +410,7 @@ impl Queue {
         let slot = st
             .kevents
             .reg
-            .find((KEVENT_POSIX_TIMER, timer))
+            .find(Key::from_raw(KEVENT_POSIX_TIMER, timer))
             .ok_or(Errno::EINVAL)?;
         let kev = st.kevents.reg.get(slot);
         Ok(source::timer::posix_get(kev, slot, &st.sources.timers))
@@ -437,7 +437,11 @@ impl Queue {
     pub(crate) fn posix_timer_unregister(&self, timer: u64) {
         let ctx = self.ctx();
         let mut st = self.lock();
-        if let Some(slot) = st.kevents.reg.find((KEVENT_POSIX_TIMER, timer)) {
+        if let Some(slot) = st
+            .kevents
+            .reg
+            .find(Key::from_raw(KEVENT_POSIX_TIMER, timer))
+        {
             st.unregister(slot, ctx, false);
             st.sync_wake(ctx);
         }
