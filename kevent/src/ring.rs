@@ -76,6 +76,16 @@ pub(crate) struct RingMem {
     _map: AnonMap,
 }
 
+/// A ring's mapping of `len` bytes: reserved (inaccessible) instead of unmapped on drop
+/// where a duplicate fd is a queue (the module's `# Safety`).
+fn mapping(len: usize, backend: &Backend) -> std::result::Result<AnonMap, Errno> {
+    let mut map = AnonMap::new(len)?;
+    if backend.dup_is_queue() {
+        map.reserve_on_drop();
+    }
+    Ok(map)
+}
+
 /// The `kevent_init` flag a ring needs: 0, or `KEVENT_INIT_ASYNC_RING` (P38).
 fn init_flags(ring: &RingMem) -> u32 {
     if ring.view.is_async() {
@@ -100,11 +110,7 @@ impl RingMem {
         if !(2..=MAX_RING_SIZE).contains(&n) {
             return Err(Errno::EINVAL);
         }
-        let len = kevent_sys::ring_bytes(n).ok_or(Errno::EINVAL)?;
-        let mut map = AnonMap::new(len)?;
-        if backend.dup_is_queue() {
-            map.reserve_on_drop();
-        }
+        let map = mapping(kevent_sys::ring_bytes(n).ok_or(Errno::EINVAL)?, backend)?;
         Ok(RingMem {
             // SAFETY: our fresh mapping of `ring_bytes(n)` bytes, page-aligned, lives until
             // `drop` (which runs after the queue fd is closed); nothing references it but
@@ -125,11 +131,7 @@ impl RingMem {
     /// ([`Queue::try_clone`](crate::Queue::try_clone)) or call lives, and on native it is
     /// then replaced by an inaccessible reservation, as an ordinary native ring is.
     pub(crate) fn new_async(n: u32, backend: &Backend) -> std::result::Result<RingMem, Errno> {
-        let len = ring::async_ring_bytes(n).ok_or(Errno::EINVAL)?;
-        let mut map = AnonMap::new(len)?;
-        if backend.dup_is_queue() {
-            map.reserve_on_drop();
-        }
+        let map = mapping(ring::async_ring_bytes(n).ok_or(Errno::EINVAL)?, backend)?;
         Ok(RingMem {
             // SAFETY: our fresh mapping of `async_ring_bytes(n)` bytes, page-aligned, lives
             // until `drop` (after the queue fd is closed); nothing references it but this

@@ -880,15 +880,19 @@ fn base_seed() -> u64 {
     }
 }
 
+/// `KEVENT_MODEL_REPLAY=<seed>`: replay the one case a failure printed.
+fn replay_seed() -> Option<u64> {
+    std::env::var("KEVENT_MODEL_REPLAY").ok().map(|v| {
+        let v = v.trim_start_matches("0x");
+        u64::from_str_radix(v, 16).expect("KEVENT_MODEL_REPLAY: the hex seed a failure printed")
+    })
+}
+
 /// Runs `cases()` random sequences; on a failure, shrinks it and panics with the minimal
 /// sequence and its seed.
 fn explore(b: Backend, test: &str, with_ring: bool) {
     let base = base_seed() ^ if with_ring { 0x1111 } else { 0x2222 };
-    // KEVENT_MODEL_REPLAY=<seed>: replay the one case a failure printed.
-    let replay: Option<u64> = std::env::var("KEVENT_MODEL_REPLAY").ok().map(|v| {
-        let v = v.trim_start_matches("0x");
-        u64::from_str_radix(v, 16).expect("KEVENT_MODEL_REPLAY: the hex seed a failure printed")
-    });
+    let replay = replay_seed();
     let n_cases = if replay.is_some() { 1 } else { cases() };
     let start = Instant::now();
     let mut ops_total = 0usize;
@@ -1352,10 +1356,7 @@ fn run_async(
 
 fn explore_async(b: Backend, test: &str) {
     let base = base_seed() ^ 0x3333;
-    let replay: Option<u64> = std::env::var("KEVENT_MODEL_REPLAY").ok().map(|v| {
-        u64::from_str_radix(v.trim_start_matches("0x"), 16)
-            .expect("KEVENT_MODEL_REPLAY: the hex seed a failure printed")
-    });
+    let replay = replay_seed();
     // Each case runs threads and a close (tens of ms): a 25th of the sequential count.
     let n_cases = if replay.is_some() {
         1
