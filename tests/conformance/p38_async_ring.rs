@@ -159,6 +159,33 @@ backend_test! {
         assert_eq!(q.kidx(), uidx);
     }
 
+    /// P38 producer, where events occur: natively an edge-triggered PIPE kevent (no
+    /// LAST_CHECK) and a TIMER are posted by their wake-up, so they appear in the ring while
+    /// no call runs; on the fallback they enter at its next call (P41), here the consumer's
+    /// `kevent_wait`. Either way each arrives once.
+    fn p38_occurrences_and_edge_events_are_posted_where_they_occur(b) {
+        require_async_ring!(b);
+        use std::os::fd::AsRawFd;
+        let q = Queue::with_async_ring(b, 8);
+        let (r, w) = pipe();
+        let edge = on_fd(KEVENT_PIPE, r.as_raw_fd(), KEVENT_SOCKET_RECV, KEVENT_REQ_ET);
+        let t = timer(0, 5_000_000, KEVENT_REQ_ONESHOT);
+        q.add_ok(&[edge, t]);
+        assert_eq!(write_fd(w.as_raw_fd(), b"z"), 1);
+        let mut uidx = 0;
+        let got = if b.is_native() {
+            // No call at all until both are there (bounded: the bug would be a hang).
+            let start = Instant::now();
+            while ring::occupancy(8, q.kidx(), 0) < 2 && start.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            q.consume(&mut uidx)
+        } else {
+            q.consume_until(&mut uidx, 2, Duration::from_secs(10))
+        };
+        expect_events(&got, &[Want::of(&edge), Want::of(&t)]);
+    }
+
     /// P38 full ring: events that find no free slot stay queued (never dropped, never
     /// overwriting an unreleased slot) and enter the ring in the next `kevent_wait` that
     /// finds room; every event arrives exactly once.
