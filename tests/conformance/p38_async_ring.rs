@@ -442,6 +442,25 @@ backend_test! {
 }
 
 isolated_test! {
+    /// P38 + spec section 3: once the queue fd is closed, every call on the number is
+    /// `EBADF` before any other check (`kevent_get_events`' EINVAL, a stale `old_uidx`).
+    /// In a child process, so that no other test takes the number meanwhile.
+    fn p38_closed_async_queue_is_ebadf_first(b) {
+        require_async_ring!(b);
+        let mut q = Queue::with_async_ring(b, 8);
+        add_users(&q, [1]);
+        q.ready_ids(&[1]);
+        let fd = q.fd;
+        q.close();
+        let mut buf = [ukevent::default(); 4];
+        assert_eq!(b.get_events(fd, 1, &mut buf, &ZERO, 0), Err(Errno::EBADF));
+        assert_eq!(b.wait(fd, 1, 1, &ZERO, 0), Err(Errno::EBADF));
+        assert_eq!(b.wait(fd, 1, 0, &ZERO, 0), Err(Errno::EBADF));
+        assert_eq!(b.commit(fd, 1, 0), Err(Errno::EBADF));
+        let mut e = [user(1, 0)];
+        assert_eq!(b.ctl(fd, KEVENT_CTL_READY, &mut e), Err(Errno::EBADF));
+    }
+
     /// P38 + D11: after `fork()` the child's copy of an asynchronous queue fd is `EBADF` on
     /// every call, and the parent's ring goes on working.
     fn p38_fork_child_gets_ebadf(b) {

@@ -302,7 +302,9 @@ impl Queue {
             return Err(Errno::EINVAL);
         }
         if self.is_async() {
-            // P38: an asynchronous ring's events are read from the ring only.
+            // P38: an asynchronous ring's events are read from the ring only (and a closed
+            // queue fd is EBADF first).
+            self.verify()?;
             return Err(Errno::EINVAL);
         }
         let mut sink = Sink::Buffer { buf, n: 0 };
