@@ -160,8 +160,10 @@ impl Queue {
                     proven = true;
                     st = self.lock();
                 }
+                // Occurrences first, then the queued kevents: a marked one reports them too.
+                st.harvest_internal(got, ctx);
                 deferred = st.take_ready(&mut call, sink, ctx);
-                let a = st.absorb(got, &mut call, sink, ctx);
+                let a = st.absorb(got, true, &mut call, sink, ctx);
                 holding |= a.held;
                 more = got.len() == first_cap && a.fresh > 0;
                 if a.foreign {
@@ -293,7 +295,7 @@ impl Queue {
                 Ok(got) => got,
                 Err(e) => break Err(e),
             };
-            let a = st.absorb(got, &mut call, sink, ctx);
+            let a = st.absorb(got, false, &mut call, sink, ctx);
             holding |= a.held;
             // After an interruption, one more harvest (not blocking) before returning.
             more = (got.len() == cap && a.fresh > 0) || std::mem::take(&mut interrupted);
