@@ -23,6 +23,7 @@
 #![allow(dead_code)]
 
 pub mod shim;
+pub mod twin;
 pub mod typed;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -489,6 +490,18 @@ pub fn gen_op(r: &mut Rng, destructive: bool) -> Op {
     }
 }
 
+/// An operation of a sequence that [`shrink`] can make simpler.
+pub trait Simplify: Clone + PartialEq {
+    /// Simpler versions of this operation, the simplest first (empty: none).
+    fn simpler(&self) -> Vec<Self>;
+}
+
+impl Simplify for Op {
+    fn simpler(&self) -> Vec<Op> {
+        simpler(self)
+    }
+}
+
 /// Smaller versions of one operation.
 fn simpler(op: &Op) -> Vec<Op> {
     let mut v = Vec::new();
@@ -777,7 +790,7 @@ pub fn bits(e: u32) -> String {
 
 /// Shrinks a failing sequence: drop chunks (halving), then simplify single operations,
 /// until nothing smaller fails.
-pub fn shrink(ops: Vec<Op>, fails: &mut dyn FnMut(&[Op]) -> bool) -> (Vec<Op>, usize) {
+pub fn shrink<T: Simplify>(ops: Vec<T>, fails: &mut dyn FnMut(&[T]) -> bool) -> (Vec<T>, usize) {
     let mut cur = ops;
     let mut tries = 0;
     loop {
@@ -786,7 +799,7 @@ pub fn shrink(ops: Vec<Op>, fails: &mut dyn FnMut(&[Op]) -> bool) -> (Vec<Op>, u
         loop {
             let mut at = 0;
             while at + size <= cur.len() {
-                let cand: Vec<Op> = cur[..at].iter().chain(&cur[at + size..]).cloned().collect();
+                let cand: Vec<T> = cur[..at].iter().chain(&cur[at + size..]).cloned().collect();
                 tries += 1;
                 if fails(&cand) {
                     cur = cand;
@@ -800,7 +813,7 @@ pub fn shrink(ops: Vec<Op>, fails: &mut dyn FnMut(&[Op]) -> bool) -> (Vec<Op>, u
             size /= 2;
         }
         for at in 0..cur.len() {
-            for s in simpler(&cur[at]) {
+            for s in cur[at].simpler() {
                 let mut cand = cur.clone();
                 cand[at] = s;
                 tries += 1;
@@ -816,7 +829,8 @@ pub fn shrink(ops: Vec<Op>, fails: &mut dyn FnMut(&[Op]) -> bool) -> (Vec<Op>, u
     }
 }
 
-fn env_u64(name: &str) -> Option<u64> {
+/// The number in environment variable `name`, if it is set (a panic if it is not a number).
+pub fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().map(|v| {
         v.parse()
             .unwrap_or_else(|_| panic!("{name}: a number, not {v:?}"))
