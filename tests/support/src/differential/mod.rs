@@ -226,7 +226,8 @@ pub struct World {
     dir: Option<std::path::PathBuf>,
 }
 
-fn set_int(fd: RawFd, level: i32, opt: i32, v: i32) {
+/// `setsockopt` of an int.
+pub(crate) fn set_int(fd: RawFd, level: i32, opt: i32, v: i32) {
     // SAFETY: `v` lives across the call; the size is its size.
     unsafe {
         libc::setsockopt(
@@ -239,7 +240,8 @@ fn set_int(fd: RawFd, level: i32, opt: i32, v: i32) {
     };
 }
 
-fn one_page(fd: RawFd) {
+/// Shrinks a pipe's buffer to one page.
+pub(crate) fn one_page(fd: RawFd) {
     // SAFETY: fcntl with integers.
     unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, 4096) };
 }

@@ -53,7 +53,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{Simplify, env_u64, shrink};
+use super::{Simplify, env_u64, one_page, set_int, shrink};
 use crate::*;
 
 /// The ring size of each world's queue.
@@ -567,19 +567,6 @@ struct World {
     pending: Vec<bool>,
 }
 
-fn set_int(fd: RawFd, opt: i32, v: i32) {
-    // SAFETY: `v` lives across the call; the size is its size.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            opt,
-            (&v as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-}
-
 fn cpath(p: &std::path::Path) -> CString {
     CString::new(p.as_os_str().as_encoded_bytes()).expect("path without NUL")
 }
@@ -599,12 +586,11 @@ impl World {
         let q = Queue::with_ring(b, RING);
         let (s0, s1) = socketpair();
         for s in [&s0, &s1] {
-            set_int(s.as_raw_fd(), libc::SO_SNDBUF, 1);
-            set_int(s.as_raw_fd(), libc::SO_RCVBUF, 1);
+            set_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 1);
+            set_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 1);
         }
         let (pr, pw) = pipe();
-        // SAFETY: fcntl with integers.
-        unsafe { libc::fcntl(pw.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+        one_page(pw.as_raw_fd());
         let ev = eventfd(0);
         let dir = temp_dir(&format!("twin{w}"));
         let c = cpath(&dir);
@@ -1399,9 +1385,9 @@ pub fn case(seed: u64, max_len: usize) -> Vec<Op> {
 }
 
 /// Runs random sequences on backends `a` and `b` until `KEVENT_NATDIFF_OPS` operations
-/// (default 20,000) were applied; panics with the shrunk minimal sequence, its seed and a
+/// (default 20,000; at most `cap`) were applied; panics with the shrunk minimal sequence, its seed and a
 /// replay command at the first disagreement. Returns (sequences, operations).
-pub fn explore(test: &str, a: Backend, b: Backend) -> (u64, u64) {
+pub fn explore(test: &str, a: Backend, b: Backend, cap: u64) -> (u64, u64) {
     let base = match std::env::var("KEVENT_NATDIFF_SEED").as_deref() {
         Ok("random") => clock_ns(libc::CLOCK_REALTIME),
         Ok(v) => v
@@ -1413,7 +1399,7 @@ pub fn explore(test: &str, a: Backend, b: Backend) -> (u64, u64) {
         u64::from_str_radix(v.trim_start_matches("0x"), 16)
             .expect("KEVENT_NATDIFF_REPLAY: the hex seed a failure printed")
     });
-    let total = env_u64("KEVENT_NATDIFF_OPS").unwrap_or(20_000);
+    let total = env_u64("KEVENT_NATDIFF_OPS").unwrap_or(20_000).min(cap);
     let max_len = env_u64("KEVENT_NATDIFF_LEN").unwrap_or(150) as usize;
     let start = Instant::now();
     let (mut n_cases, mut n_ops) = (0u64, 0u64);
