@@ -39,6 +39,9 @@
 //!   are left to the per-type tests.
 //! * After an ADD of a stale key, the old kevent's one BROKEN `-EBADF` report may still
 //!   come (D10's "at most once" does not say when): it is not compared.
+//! * A stale key whose number holds its registered file again (`dup2` back) before the
+//!   backend looked: the old registration may be live again on one backend and gone on the
+//!   other, so that ADD's answer for it is not compared.
 //!
 //! A failing sequence is shrunk (the epoll differential's shrinker) and printed with its seed
 //! and a replay command. Knobs: `KEVENT_NATDIFF_OPS` (operations to run, default 20,000;
