@@ -65,8 +65,9 @@ pub const RING: u32 = 32;
 /// free ring slots every wait finds (the driver commits everything before a wait otherwise).
 const ROOM: u32 = 20;
 /// The timeout of a wait a signal handler interrupts; it counts as interrupted when it
-/// returned within half of it.
-const BLOCK: Duration = Duration::from_secs(4);
+/// returned within half of it. Long: an interrupted wait returns within milliseconds, but a
+/// guest on a loaded host can lose seconds of its clock at once (4 s was once not enough).
+const BLOCK: Duration = Duration::from_secs(20);
 
 /// The fd slots of a world.
 pub const FD_SLOTS: usize = 7;
