@@ -3,8 +3,8 @@
 #   awk -v nyn=kernel/not-yet-native -v mode=test|debug -v status=FILE -f summary.awk console.log
 #
 # Reads what scripts/vm-lane.d/init prints: "KLANE: section NAME" starts the output of one
-# program; libtest's "test NAME ... ok|FAILED|ignored" lines inside the conformance and fuzz
-# sections are tests (a fuzz shard's named fuzz::NAME[FIRST-END]); "KLANE: done c_example::NAME exit=RC"
+# program; libtest's "test NAME ... ok|FAILED|ignored" lines inside the conformance sections
+# (conformance, and conformance:natdiff, the differential test run alone) and fuzz sections are tests (a fuzz shard's named fuzz::NAME[FIRST-END]); "KLANE: done c_example::NAME exit=RC"
 # is the test c_example::NAME; the TAP lines "ok|not ok N NAME [# SKIP reason]" of a kselftest
 # program (section kselftest:PROG) are the tests kselftest::PROG::NAME. Kernel lines ("[   12.345678] ...", on the console and in the
 # dmesg section) are checked for warnings, oopses and the debug options' reports.
@@ -113,7 +113,7 @@ pending != "" && /^(ok|FAILED|ignored)/ {
 	sub(/^exit=/, "", rc)
 	if (name ~ /^c_example::/)
 		record(name, rc == 0 ? "ok" : "FAILED")
-	else if (name == "conformance" || name ~ /^fuzz:/ || name ~ /^kselftest:/) {
+	else if (name ~ /^conformance/ || name ~ /^fuzz:/ || name ~ /^kselftest:/) {
 		if (!(name in prog_rc))
 			progs[++nprogs] = name
 		if (name ~ /^fuzz:/)
@@ -125,7 +125,7 @@ pending != "" && /^(ok|FAILED|ignored)/ {
 	next
 }
 
-(section == "conformance" || section ~ /^fuzz:/) && /^test [^ ]+ \.\.\. / {
+(section ~ /^conformance/ || section ~ /^fuzz:/) && /^test [^ ]+ \.\.\. / {
 	name = $2
 	if (section ~ /^fuzz:/)
 		name = "fuzz::" name "[" substr(section, 6) "]"

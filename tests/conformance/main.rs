@@ -21,6 +21,7 @@ mod d11_fork;
 mod d17_state_reevaluation;
 mod d18_aio;
 mod differential_epoll;
+mod differential_native;
 mod faults;
 mod model;
 mod p38_async_ring;

@@ -142,6 +142,22 @@ isolated_test! {
         q.expect_within(Duration::from_secs(5), &[Want::of(&e).data0(1)]);
     }
 
+    /// D8 with a READY mark: a SIGNAL kevent added with REQ_READY and a signal delivered
+    /// before the wait are one event counting both (a mark is one occurrence, as for
+    /// UNOTIFY, P8), never two events over two waits. (The fallback once delivered the
+    /// marked kevent before it looked at the signals of the same wait; the native-against-
+    /// fallback differential test found it.)
+    fn d8_a_mark_and_a_signal_before_the_wait_are_one_event(b) {
+        install_counting_handler(libc::SIGUSR1, true);
+        let q = Queue::new(b);
+        let e = signal(libc::SIGUSR1, false, KEVENT_REQ_READY);
+        q.add_ok(&[e]);
+        kill_self(libc::SIGUSR1);
+        handled_reaches(1);
+        q.expect(&ZERO, &[Want::of(&e).data0(2)]);
+        q.expect_no_events();
+    }
+
     /// A signal is reported to every queue that watches it.
     fn s5_signal_reported_to_every_watching_queue(b) {
         install_counting_handler(libc::SIGUSR1, true);

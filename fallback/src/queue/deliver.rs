@@ -172,11 +172,25 @@ impl State {
         true
     }
 
+    /// Runs the harvest steps of the queue's internal fds in `got` (the signal doorbell,
+    /// the timerfd, inotify), so that an occurrence kevent already queued (a READY mark)
+    /// also counts the occurrences that came before the wait: one event, as a kernel
+    /// coalesces them (**D8**). [`Self::absorb`] of the same `got` is then told so.
+    pub(super) fn harvest_internal(&mut self, got: &[libc::epoll_event], ctx: Ctx) {
+        for ev in got {
+            let (generation, slot) = token::split(ev.u64);
+            if slot >= token::FIRST_RESERVED_SLOT && generation == ctx.nonce {
+                source::harvest(slot, &mut self.cx(ctx));
+            }
+        }
+    }
+
     /// Turns harvested epoll events into deliveries (while the sink has room) or queued
-    /// kevents.
+    /// kevents; `harvested`: [`Self::harvest_internal`] already ran on `got`.
     pub(super) fn absorb(
         &mut self,
         got: &[libc::epoll_event],
+        harvested: bool,
         call: &mut Call,
         sink: &mut Sink<'_>,
         ctx: Ctx,
@@ -193,7 +207,9 @@ impl State {
                     unknown += 1;
                     continue;
                 }
-                source::harvest(slot, &mut self.cx(ctx));
+                if !harvested {
+                    source::harvest(slot, &mut self.cx(ctx));
+                }
                 fresh += 1;
                 continue;
             }

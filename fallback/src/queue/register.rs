@@ -1,12 +1,13 @@
 //! ADD, REMOVE, MODIFY and READY of single entries: checking, arming and disarming
 //! sources, and the stale registrations of **D10**.
 
-use kevent_sys::{Errno, KEVENT_CTL_REMOVE, KEVENT_RET_DONE, Key, ukevent};
+use kevent_sys::{Errno, KEVENT_CTL_REMOVE, KEVENT_INODE, KEVENT_RET_DONE, Key, ukevent};
 
 use super::{Ctx, State};
 use crate::kevent::Kevent;
 use crate::rules::{self, AddAction, Report};
 use crate::source;
+use crate::token;
 
 impl State {
     /// ADD of one entry; `true` when the entry is written back (ready at once, or failed).
@@ -142,6 +143,11 @@ impl State {
         if e.req_flags & !rules::KNOWN_REQ_FLAGS != 0 {
             rules::failed(e, Errno::EINVAL);
             return;
+        }
+        if e.type_ == KEVENT_INODE {
+            // Entries created or removed before the MODIFY are seen under the old mask, as a
+            // kernel filters them when they happen: read what inotify holds first.
+            source::harvest(token::INODE, &mut self.cx(ctx));
         }
         let generation = self.kevents.reg.generation(slot).unwrap_or(0);
         let Some(kev) = self.kevents.reg.get_mut(slot) else {

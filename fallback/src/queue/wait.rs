@@ -178,6 +178,8 @@ impl Queue {
                     st = self.lock();
                 }
                 st.refresh_ring();
+                // Occurrences first, then the queued kevents: a marked one reports them too.
+                st.harvest_internal(got, ctx);
                 if let (Some(old), Some(ring)) = (gate, st.ring.as_ref()) {
                     let stop = match ring.consumer_index() {
                         Err(e) => Some(Err(e)),
@@ -187,14 +189,14 @@ impl Queue {
                     if let Some(r) = stop {
                         // Nothing moves: the harvest's events are queued, not delivered.
                         let mut none = Sink::Ring { limit: 0, n: 0 };
-                        st.absorb(got, &mut call, &mut none, ctx);
+                        st.absorb(got, true, &mut call, &mut none, ctx);
                         st.sync_wake(ctx);
                         return r;
                     }
                     start_pushed = Some(ring.pushed());
                 }
                 deferred = st.take_ready(&mut call, sink, ctx);
-                let a = st.absorb(got, &mut call, sink, ctx);
+                let a = st.absorb(got, true, &mut call, sink, ctx);
                 holding |= a.held;
                 more = got.len() == first_cap && a.fresh > 0;
                 if a.foreign {
@@ -333,7 +335,7 @@ impl Queue {
                 Ok(got) => got,
                 Err(e) => break Err(e),
             };
-            let a = st.absorb(got, &mut call, sink, ctx);
+            let a = st.absorb(got, false, &mut call, sink, ctx);
             holding |= a.held;
             // After an interruption, one more harvest (not blocking) before returning.
             more = (got.len() == cap && a.fresh > 0) || std::mem::take(&mut interrupted);

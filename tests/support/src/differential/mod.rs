@@ -23,6 +23,7 @@
 #![allow(dead_code)]
 
 pub mod shim;
+pub mod twin;
 pub mod typed;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -225,7 +226,8 @@ pub struct World {
     dir: Option<std::path::PathBuf>,
 }
 
-fn set_int(fd: RawFd, level: i32, opt: i32, v: i32) {
+/// `setsockopt` of an int.
+pub(crate) fn set_int(fd: RawFd, level: i32, opt: i32, v: i32) {
     // SAFETY: `v` lives across the call; the size is its size.
     unsafe {
         libc::setsockopt(
@@ -238,7 +240,8 @@ fn set_int(fd: RawFd, level: i32, opt: i32, v: i32) {
     };
 }
 
-fn one_page(fd: RawFd) {
+/// Shrinks a pipe's buffer to one page.
+pub(crate) fn one_page(fd: RawFd) {
     // SAFETY: fcntl with integers.
     unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, 4096) };
 }
@@ -486,6 +489,18 @@ pub fn gen_op(r: &mut Rng, destructive: bool) -> Op {
             how: [libc::SHUT_RD, libc::SHUT_WR, libc::SHUT_RDWR][r.below(3) as usize],
         },
         _ => Op::CloseWriter { fifo: r.pct(50) },
+    }
+}
+
+/// An operation of a sequence that [`shrink`] can make simpler.
+pub trait Simplify: Clone + PartialEq {
+    /// Simpler versions of this operation, the simplest first (empty: none).
+    fn simpler(&self) -> Vec<Self>;
+}
+
+impl Simplify for Op {
+    fn simpler(&self) -> Vec<Op> {
+        simpler(self)
     }
 }
 
@@ -777,7 +792,7 @@ pub fn bits(e: u32) -> String {
 
 /// Shrinks a failing sequence: drop chunks (halving), then simplify single operations,
 /// until nothing smaller fails.
-pub fn shrink(ops: Vec<Op>, fails: &mut dyn FnMut(&[Op]) -> bool) -> (Vec<Op>, usize) {
+pub fn shrink<T: Simplify>(ops: Vec<T>, fails: &mut dyn FnMut(&[T]) -> bool) -> (Vec<T>, usize) {
     let mut cur = ops;
     let mut tries = 0;
     loop {
@@ -786,7 +801,7 @@ pub fn shrink(ops: Vec<Op>, fails: &mut dyn FnMut(&[Op]) -> bool) -> (Vec<Op>, u
         loop {
             let mut at = 0;
             while at + size <= cur.len() {
-                let cand: Vec<Op> = cur[..at].iter().chain(&cur[at + size..]).cloned().collect();
+                let cand: Vec<T> = cur[..at].iter().chain(&cur[at + size..]).cloned().collect();
                 tries += 1;
                 if fails(&cand) {
                     cur = cand;
@@ -800,7 +815,7 @@ pub fn shrink(ops: Vec<Op>, fails: &mut dyn FnMut(&[Op]) -> bool) -> (Vec<Op>, u
             size /= 2;
         }
         for at in 0..cur.len() {
-            for s in simpler(&cur[at]) {
+            for s in cur[at].simpler() {
                 let mut cand = cur.clone();
                 cand[at] = s;
                 tries += 1;
@@ -816,7 +831,8 @@ pub fn shrink(ops: Vec<Op>, fails: &mut dyn FnMut(&[Op]) -> bool) -> (Vec<Op>, u
     }
 }
 
-fn env_u64(name: &str) -> Option<u64> {
+/// The number in environment variable `name`, if it is set (a panic if it is not a number).
+pub fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().map(|v| {
         v.parse()
             .unwrap_or_else(|_| panic!("{name}: a number, not {v:?}"))
