@@ -55,6 +55,10 @@ backend_test! {
         let ring = mem.as_mut_ptr().cast::<kevent_ring>();
         for bit in 0..32 {
             for (r, n) in [(std::ptr::null_mut(), 0), (ring, 4)] {
+                // P38's flag with a ring is a queue: `p38_async_ring` tests it.
+                if 1 << bit == KEVENT_INIT_ASYNC_RING && !r.is_null() {
+                    continue;
+                }
                 // SAFETY: `mem` holds a ring of 4 entries (168 bytes) and outlives the queue,
                 // which is closed at once if it is (wrongly) created.
                 let res = unsafe { kevent_backend::init(b, r, n, 1 << bit) };

@@ -1226,6 +1226,7 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		err = -EINVAL;
 		if (!q->ring || max > q->ring_n)
 			goto unlock;
+		err = 0;
 		if (q->aring) {
 			/* P38: 0 at once if the caller has events to read. */
 			err = kevent_aring_begin(q, old_uidx, &w.posted);
@@ -1236,7 +1237,6 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		} else if (old_uidx != q->uidx) {
 			goto unlock;
 		}
-		err = 0;
 		if (!max)
 			goto unlock;
 	} else if (q->aring) {
@@ -1268,8 +1268,11 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		spin_lock_irq(&q->lock);
 		closed = w.flush_gen != q->flush_gen;
 		w.flush_gen = q->flush_gen;
-		/* READY(0): return with whatever is ready, possibly nothing. */
-		if (w.wake_gen != q->wake_gen)
+		/*
+		 * READY(0): return with whatever is ready, possibly nothing;
+		 * likewise once a producer posted into an asynchronous ring.
+		 */
+		if (w.wake_gen != q->wake_gen || w.posted != q->posted)
 			last = true;
 		spin_unlock_irq(&q->lock);
 		/* The fd was closed under this wait. */

@@ -236,7 +236,8 @@ void kevent_aring_reap(struct kevent_queue *q)
 	struct kevent *k;
 
 	lockdep_assert_held(&q->mtx);
-	if (list_empty_careful(&q->reap))
+	/* Only an asynchronous ring's producers fill it (released: empty). */
+	if (!q->aring || list_empty_careful(&q->reap))
 		return;
 	spin_lock_irq(&q->lock);
 	while ((k = list_first_entry_or_null(&q->reap, struct kevent, link))) {
@@ -403,9 +404,10 @@ long kevent_aring_commit(struct kevent_queue *q, u32 new_uidx, u32 cover)
 				 cover, &released, &uidx, &over);
 	if (err)
 		goto out;
-	/* As a consumer stores it: after reading the slots it releases. */
-	if (released)
+	if (released) {
+		/* As a consumer stores it: after reading the slots it releases. */
 		smp_store_release(&ar->tail->ring_uidx, uidx);
+	}
 	if (over != q->over) {
 		q->over = over;
 		WRITE_ONCE(ar->ring->ring_over, over);
