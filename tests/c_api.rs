@@ -10,9 +10,10 @@
 use std::path::Path;
 use std::process::Command;
 
+use kevent_test_support::backends;
 use kevent_test_support::c::{
-    Lang, Link, build, build_and_run, compiler, example, have_cxx, include_dir, out_dir,
-    profile_dir, repo_dir, run, run_checked,
+    Lang, Link, build, build_and_run, build_example, compiler, example, have_cxx, include_dir,
+    out_dir, profile_dir, repo_dir, run, run_checked, run_cmd,
 };
 
 #[test]
@@ -230,6 +231,21 @@ fn c_tcp_server() {
 #[test]
 fn c_aio_sendfile() {
     build_and_run("aio_sendfile", Lang::C99, Link::Shared);
+}
+
+/// P38 from C: the asynchronous ring in an anonymous mapping, a producer thread, a consumer
+/// that reads with no call and waits only when the ring is empty, the errnos, on every
+/// backend this machine has (`KEVENT_BACKEND`); a kernel without P38 is a printed skip (a
+/// failure under `KEVENT_REQUIRE_ALL=1`, inside the program).
+#[test]
+fn c_async_ring_on_every_backend() {
+    let exe = build_example("async_ring", Lang::C99, Link::Shared);
+    for b in backends("c_async_ring_on_every_backend") {
+        let mut cmd = Command::new(&exe);
+        cmd.env("KEVENT_BACKEND", b.as_str());
+        run_cmd(cmd, &format!("async_ring on the {} backend", b.as_str()));
+    }
+    build_and_run("async_ring", Lang::Cxx17, Link::Shared);
 }
 
 #[test]

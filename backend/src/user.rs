@@ -27,7 +27,7 @@ use std::os::fd::RawFd;
 use std::os::raw::c_int;
 
 use kevent_sys::syscall;
-use kevent_sys::{Errno, KEVENT_CTL_ADD, kevent_ring, ukevent};
+use kevent_sys::{Errno, KEVENT_CTL_ADD, KEVENT_INIT_ASYNC_RING, kevent_ring, ukevent};
 
 use crate::{Backend, uaccess};
 
@@ -41,8 +41,8 @@ use crate::{Backend, uaccess};
 ///
 /// # Safety
 ///
-/// A non-null `ring` that is mapped points to `8 + num * 40` bytes, aligned for
-/// `struct kevent_ring`, that stay mapped and writable until the queue fd and its duplicates
+/// A non-null `ring` that is mapped points to `8 + num * 40` bytes (with
+/// `KEVENT_INIT_ASYNC_RING`, `8 + num * 40 + 8`: P38), aligned for `struct kevent_ring`, that stay mapped and writable until the queue fd and its duplicates
 /// are closed, and that no Rust reference covers meanwhile.
 #[doc(alias = "kevent_init")]
 pub unsafe fn init(
@@ -55,8 +55,15 @@ pub unsafe fn init(
         // The one re-check of what the copies depend on (uaccess, safecopy): cheap here,
         // never on the per-call path.
         uaccess::refresh();
-        if !ring.is_null() {
-            uaccess::check_ring(ring, num)?;
+        // The ring's size by its layout; a size the engine refuses anyway (EINVAL) is not
+        // checked here, so that the engine's EINVAL comes before an EFAULT (P38).
+        let len = if flags == KEVENT_INIT_ASYNC_RING {
+            kevent_sys::ring::async_ring_bytes(num)
+        } else {
+            kevent_sys::ring_bytes(num)
+        };
+        if let (false, Some(len)) = (ring.is_null(), len) {
+            uaccess::check_ring(ring, len)?;
         }
     }
     // SAFETY: native: the kernel checks `ring` itself. Fallback: the ring was just checked

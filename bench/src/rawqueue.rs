@@ -7,9 +7,15 @@
 //! process's backend ([`Via::C`]: what a C program gets, `-1`/`errno` and the C layer's
 //! copies of caller memory included).
 //!
+//! An **asynchronous** ring (P38, [`RawQueue::new_async`]) is consumed with no call while it
+//! has events ([`RawQueue::consume_async`]: read up to `ring_kidx`, store `ring_uidx`), and
+//! [`RawQueue::wait_async`] is called only when the consumer found it empty.
+//!
 //! # Safety
 //!
-//! The ring memory is a heap block owned by the [`RawQueue`]; it is registered with
+//! The ring memory is a heap block (an asynchronous ring: an anonymous mapping, since
+//! natively the kernel pins its pages until the queue file is released) owned by the
+//! [`RawQueue`]; it is registered with
 //! `kevent_init` and freed only after the queue fd is closed (field order: `fd` drops before
 //! `ring`). The engine (the kernel, or the fallback's producer) writes entries and
 //! `ring_kidx`/`ring_over` there; this module only reads that memory through its
@@ -34,18 +40,32 @@ pub fn timeout_ms(ms: u64) -> libc::timespec {
     }
 }
 
-/// The ring memory: `8 + n * 40` bytes, 8-aligned (a `u64` block).
+/// The ring memory: `8 + n * 40` bytes, 8-aligned (a `u64` block), or an asynchronous ring
+/// with its tail in an anonymous mapping.
 #[derive(Debug)]
 struct RingMem {
     view: RingView,
-    words: *mut [u64],
+    mem: Mem,
+}
+
+#[derive(Debug)]
+enum Mem {
+    Heap(*mut [u64]),
+    Mapped(*mut libc::c_void, usize),
 }
 
 impl Drop for RingMem {
     fn drop(&mut self) {
-        // SAFETY: `words` came from `Box::into_raw` in `RawQueue::new` and is freed once,
-        // after the queue fd (the only writer) was closed.
-        drop(unsafe { Box::from_raw(self.words) });
+        match self.mem {
+            // SAFETY: `words` came from `Box::into_raw` in `RawQueue::with_via` and is freed
+            // once, after the queue fd (the only writer) was closed.
+            Mem::Heap(words) => drop(unsafe { Box::from_raw(words) }),
+            // SAFETY: our own mapping from `RawQueue::new_async`, unmapped once, after the
+            // queue fd was closed (the benchmark makes no duplicate of it).
+            Mem::Mapped(p, len) => unsafe {
+                libc::munmap(p, len);
+            },
+        }
     }
 }
 
@@ -109,7 +129,7 @@ impl RawQueue {
                 // live until `RingMem` drops, after the queue fd is closed; nothing else
                 // references them.
                 view: unsafe { RingView::new(base, ring_len) },
-                words,
+                mem: Mem::Heap(words),
             })
         };
         let ptr = ring
@@ -138,6 +158,96 @@ impl RawQueue {
             commit_every: 1,
             commits: 0,
         })
+    }
+
+    /// A new queue with an asynchronous ring of `ring_len` entries (P38) on `backend`,
+    /// through the Rust dispatch. `EINVAL` from a kevent kernel without P38.
+    pub fn new_async(backend: Backend, ring_len: u32) -> Result<RawQueue, Errno> {
+        let len = ring::async_ring_bytes(ring_len).ok_or(Errno::EINVAL)?;
+        // SAFETY: a new anonymous mapping; the result is checked below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Errno::last());
+        }
+        let base = std::ptr::NonNull::new(p.cast()).ok_or(Errno::ENOMEM)?;
+        let ring = RingMem {
+            // SAFETY: `async_ring_bytes(ring_len)` zeroed, page-aligned bytes that live until
+            // `RingMem` drops, after the queue fd is closed; nothing else references them.
+            view: unsafe { RingView::new_async(base, ring_len) },
+            mem: Mem::Mapped(p, len),
+        };
+        // SAFETY: the ring contract of `init` holds for the mapping (above).
+        let fd = unsafe {
+            kevent_backend::init(
+                backend,
+                base.as_ptr(),
+                ring_len,
+                kevent_sys::KEVENT_INIT_ASYNC_RING,
+            )
+        }?;
+        Ok(RawQueue {
+            backend,
+            via: Via::Rust,
+            // SAFETY: `init` just returned this fd and nothing else owns it.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            ring: Some(ring),
+            uidx: 0,
+            read: 0,
+            commit_every: 1,
+            commits: 0,
+        })
+    }
+
+    /// The asynchronous ring's consumer (P38): reads every entry published since the last
+    /// call, hands each to `f`, and releases them by storing `ring_uidx` (Release). No system
+    /// call. Returns how many entries were read.
+    pub fn consume_async(&mut self, mut f: impl FnMut(&ukevent)) -> u32 {
+        let Some(ring) = &self.ring else {
+            return 0;
+        };
+        let v = ring.view;
+        let n = v.size();
+        let kidx = v.kidx();
+        if kidx >= n {
+            return 0;
+        }
+        let mut i = self.read;
+        let mut count = 0;
+        while i != kidx {
+            // SAFETY: slots between our index and the `ring_kidx` loaded with Acquire are
+            // published and not written again before we store `ring_uidx` past them (P38).
+            let ev = unsafe { v.read(i) };
+            f(&ev);
+            i = ring::advance(n, i, 1);
+            count += 1;
+        }
+        if count > 0 {
+            self.read = kidx;
+            self.uidx = kidx;
+            let _ = v.store_uidx(kidx);
+        }
+        count
+    }
+
+    /// `kevent_wait(n - 1, old_uidx = the consumer's index, timeout, 0)` on an asynchronous
+    /// ring: returns at once if events arrived since the consumer found the ring empty.
+    pub fn wait_async(&self, timeout: &libc::timespec) -> Result<u32, Errno> {
+        self.backend.wait(
+            self.fd(),
+            self.ring_len().saturating_sub(1),
+            self.read,
+            timeout,
+            0,
+        )
     }
 
     /// Defers commits until `k` read entries are uncommitted (at most the ring's usable
@@ -305,6 +415,25 @@ mod tests {
         assert_eq!(q.ctl(KEVENT_CTL_READY, &mut evs), Ok(3));
         assert_eq!(q.get_events(3, &mut buf, &FOREVER), Ok(3));
         assert_eq!(q.commits, 3);
+    }
+
+    #[test]
+    fn async_ring_is_read_with_no_call() {
+        let mut q = RawQueue::new_async(Backend::fallback(), 4).unwrap();
+        let mut evs: Vec<ukevent> = (0..3)
+            .map(|i| ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(i), 0, 0))
+            .collect();
+        assert_eq!(q.ctl(KEVENT_CTL_ADD, &mut evs), Ok(0));
+        let mut seen = vec![];
+        for _ in 0..3 {
+            assert_eq!(q.ctl(KEVENT_CTL_READY, &mut evs), Ok(3));
+            assert_eq!(q.consume_async(|e| seen.push(e.id.as_u64())), 3);
+            assert_eq!(q.consume_async(|_| ()), 0);
+            assert_eq!(q.wait_async(&timeout_ms(1)), Ok(0));
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        assert_eq!(q.commits, 0);
     }
 
     #[test]

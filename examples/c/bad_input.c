@@ -129,7 +129,7 @@ static void init_args(void)
 	CHECK_ERRNO(kevent_init(NULL, RING_SIZE, 0), EINVAL);  /* num without a ring */
 	CHECK_ERRNO(kevent_init(ring, 0, 0), EINVAL);          /* a ring needs num >= 2 */
 	CHECK_ERRNO(kevent_init(ring, 1, 0), EINVAL);
-	CHECK_ERRNO(kevent_init(NULL, 0, 1), EINVAL);          /* D1: no flags defined */
+	CHECK_ERRNO(kevent_init(NULL, 0, 1), EINVAL);          /* P38: the async ring needs one */
 	CHECK_ERRNO(kevent_init(NULL, 0, 0x80000000u), EINVAL);
 	CHECK_ERRNO(kevent_init(ring, RING_SIZE, 2), EINVAL);
 	CHECK_ERRNO(kevent_init((struct kevent_ring *)unmapped(), RING_SIZE, 0), EFAULT);

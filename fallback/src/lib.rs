@@ -63,7 +63,7 @@ use std::os::fd::{IntoRawFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use kevent_sys::{Errno, kevent_ring, ukevent};
+use kevent_sys::{Errno, KEVENT_INIT_ASYNC_RING, kevent_ring, ukevent};
 
 pub use crate::source::aio::kevent_aio_sendfile;
 
@@ -92,34 +92,50 @@ fn with_queue<R>(fd: RawFd, f: impl FnOnce(&Arc<Queue>) -> Result<R, Errno>) -> 
 /// `kevent_init(ring, num, flags)`—Creates a queue and returns its fd (close-on-exec).
 ///
 /// `ring == NULL && num == 0`: no ring. Otherwise `ring` must be non-null and 8-aligned and
-/// `num >= 2`. No flags are defined (**D1**).
+/// `num >= 2`. One flag is defined, `KEVENT_INIT_ASYNC_RING` (decision P38): `ring` is then
+/// required, `2 <= num <= KEVENT_RING_ASYNC_MAX`, and the ring is followed by
+/// `struct kevent_ring_tail`; its events enter the ring inside this engine's calls
+/// (decision P41). Any other flag is `EINVAL` (**D1**).
 ///
 /// # Errors
 ///
-/// `EINVAL` for a ring/num mismatch, a misaligned ring, or any flag; the errors of
+/// `EINVAL` for a ring/num mismatch, a misaligned ring, or an unknown flag; the errors of
 /// `epoll_create1`/`eventfd` (`EMFILE`, `ENFILE`, `ENOMEM`).
 ///
 /// # Safety
 ///
-/// When `ring` is non-null it must point to `8 + num * 40` bytes that stay valid and are not
-/// freed until the queue fd is closed; the engine writes entries and `ring_kidx`/`ring_over`
-/// there while the queue lives (and never reads them back).
+/// When `ring` is non-null it must point to `8 + num * 40` bytes (with
+/// `KEVENT_INIT_ASYNC_RING`, `kevent_sys::ring::async_ring_bytes(num)` bytes) that stay valid
+/// and are not freed until the queue fd is closed; the engine writes entries and
+/// `ring_kidx`/`ring_over` (and, asynchronously, reads and writes `ring_uidx`) there while
+/// the queue lives.
 #[allow(unsafe_code)]
 pub unsafe fn kevent_init(ring: *mut kevent_ring, num: u32, flags: u32) -> Result<RawFd, Errno> {
-    if flags != 0 {
-        return Err(Errno::EINVAL);
-    }
-    let ring = match NonNull::new(ring) {
-        None if num == 0 => None,
-        None => return Err(Errno::EINVAL),
-        Some(_) if num < 2 => return Err(Errno::EINVAL),
-        Some(p) if (p.as_ptr() as usize) % 8 != 0 => return Err(Errno::EINVAL),
-        Some(_) if kevent_sys::ring_bytes(num).is_none_or(|b| b > isize::MAX as usize) => {
-            return Err(Errno::EINVAL);
-        }
-        // SAFETY: the caller guarantees `8 + num * 40` valid bytes until the fd is closed,
-        // and the queue (which owns the Ring) is released no earlier than that.
-        Some(p) => Some(unsafe { Ring::new(p, num) }),
+    let ring = match flags {
+        0 => match NonNull::new(ring) {
+            None if num == 0 => None,
+            None => return Err(Errno::EINVAL),
+            Some(_) if num < 2 => return Err(Errno::EINVAL),
+            Some(p) if (p.as_ptr() as usize) % 8 != 0 => return Err(Errno::EINVAL),
+            Some(_) if kevent_sys::ring_bytes(num).is_none_or(|b| b > isize::MAX as usize) => {
+                return Err(Errno::EINVAL);
+            }
+            // SAFETY: the caller guarantees `8 + num * 40` valid bytes until the fd is closed,
+            // and the queue (which owns the Ring) is released no earlier than that.
+            Some(p) => Some(unsafe { Ring::new(p, num) }),
+        },
+        KEVENT_INIT_ASYNC_RING => match NonNull::new(ring) {
+            Some(p)
+                if (p.as_ptr() as usize) % 8 == 0
+                    && kevent_sys::ring::async_ring_bytes(num).is_some() =>
+            {
+                // SAFETY: the caller guarantees `async_ring_bytes(num)` valid bytes until the
+                // fd is closed, and the queue (which owns the Ring) lives no longer.
+                Some(unsafe { Ring::new_async(p, num) })
+            }
+            _ => return Err(Errno::EINVAL),
+        },
+        _ => return Err(Errno::EINVAL),
     };
     let (q, ep) = Queue::create(ring, fdtable::epoch(), nonce())?;
     let fd = ep.into_raw_fd();

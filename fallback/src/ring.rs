@@ -9,6 +9,13 @@
 //! written again before they are committed (**D12** keeps one slot free so `kidx == uidx`
 //! always means empty).
 //!
+//! An **asynchronous** ring (`KEVENT_INIT_ASYNC_RING`, decision P38) differs in one point: its
+//! consumer index is `ring_uidx` in the ring's tail, stored by the consumer without a call.
+//! The engine loads it ([`Ring::refresh`], once each time the queue lock is taken, so that one
+//! locked section sees one value) and trusts nothing of it: a value `>= n` leaves no free slot
+//! and makes `kevent_wait`/`kevent_commit` fail ([`Ring::consumer_index`]). Every slot the
+//! engine writes lies inside the ring whatever the value.
+//!
 //! # Safety
 //!
 //! [`Ring::new`] is `unsafe`: the caller of `kevent_init` promised that the ring memory is
@@ -27,8 +34,12 @@ use kevent_sys::{Errno, kevent_ring, ukevent};
 pub(crate) struct Ring {
     view: RingView,
     kidx: u32,
+    /// The consumer index: the engine's own (ordinary ring), or the last `ring_uidx` loaded
+    /// (asynchronous ring, untrusted: may be `>= n`).
     uidx: u32,
     over: u32,
+    /// Events ever pushed (wrapping): what a `kevent_wait` gained is the difference.
+    pushed: u64,
 }
 
 impl Ring {
@@ -42,6 +53,24 @@ impl Ring {
         // SAFETY: this function's contract is the view's; the header is only ever accessed
         // through views (atomically) by the engine and, per the ABI, by consumers.
         let view = unsafe { RingView::new(base, n) };
+        Ring::start(view)
+    }
+
+    /// Takes over a caller's asynchronous ring (P38) of `2 <= n <= KEVENT_RING_ASYNC_MAX`
+    /// entries and zeroes its header and tail.
+    ///
+    /// # Safety
+    ///
+    /// `base` must be valid for writes of `async_ring_bytes(n)` bytes, aligned to 8, until the
+    /// queue that owns this `Ring` is dropped.
+    pub(crate) unsafe fn new_async(base: NonNull<kevent_ring>, n: u32) -> Ring {
+        // SAFETY: as in `new`, for the asynchronous layout (this function's contract).
+        let view = unsafe { RingView::new_async(base, n) };
+        view.clear_tail();
+        Ring::start(view)
+    }
+
+    fn start(view: RingView) -> Ring {
         view.publish_kidx(0);
         view.store_over(0);
         Ring {
@@ -49,7 +78,46 @@ impl Ring {
             kidx: 0,
             uidx: 0,
             over: 0,
+            pushed: 0,
         }
+    }
+
+    /// Whether this is an asynchronous ring (P38).
+    pub(crate) fn is_async(&self) -> bool {
+        self.view.is_async()
+    }
+
+    /// An asynchronous ring: loads the consumer's `ring_uidx` (Acquire) into the engine's
+    /// view of it. Nothing on an ordinary ring.
+    pub(crate) fn refresh(&mut self) {
+        if let Some(u) = self.view.uidx() {
+            self.uidx = u;
+        }
+    }
+
+    /// The consumer index as the calls check it: `EINVAL` for an asynchronous ring's
+    /// `ring_uidx >= n` (P38).
+    pub(crate) fn consumer_index(&self) -> Result<u32, Errno> {
+        if self.uidx >= self.size() {
+            return Err(Errno::EINVAL);
+        }
+        Ok(self.uidx)
+    }
+
+    /// The producer index (`ring_kidx` as published at the end of each call).
+    pub(crate) fn kidx(&self) -> u32 {
+        self.kidx
+    }
+
+    /// An asynchronous ring holds events its consumer has not released (as last loaded;
+    /// a bad `ring_uidx` counts as full).
+    pub(crate) fn unread(&self) -> bool {
+        self.is_async() && self.kidx != self.uidx
+    }
+
+    /// Events ever pushed (wrapping).
+    pub(crate) fn pushed(&self) -> u64 {
+        self.pushed
     }
 
     /// Ring size `n`.
@@ -57,14 +125,10 @@ impl Ring {
         self.view.size()
     }
 
-    /// The consumer index (after the last successful commit).
-    pub(crate) fn uidx(&self) -> u32 {
-        self.uidx
-    }
-
     /// Slots a producer may still fill: `n - 1 - used` (**D12**).
     pub(crate) fn free(&self) -> u32 {
-        ring::free_slots(self.view.size(), self.kidx, self.uidx)
+        // Ordinary ring: `uidx` is the engine's own, always `< n`.
+        ring::async_free_slots(self.view.size(), self.kidx, self.uidx)
     }
 
     /// Writes `ev` into the next free slot; `false` when the ring is full. Not visible to
@@ -77,6 +141,7 @@ impl Ring {
         // reads it until `publish` moves `ring_kidx` past it.
         unsafe { self.view.write(self.kidx, ev) };
         self.kidx = ring::advance(self.view.size(), self.kidx, 1);
+        self.pushed = self.pushed.wrapping_add(1);
         true
     }
 
@@ -86,17 +151,16 @@ impl Ring {
     }
 
     /// `kevent_commit(new_uidx, over)` on this ring (**D13**).
+    ///
+    /// On an asynchronous ring the consumer index is `ring_uidx` (`EINVAL` when it is `>= n`),
+    /// and the result is stored back there (Release), P38.
     pub(crate) fn commit(&mut self, new_uidx: u32, over: u32) -> Result<u32, Errno> {
-        let c = ring::commit(
-            self.view.size(),
-            self.kidx,
-            self.uidx,
-            self.over,
-            new_uidx,
-            over,
-        )?;
+        let uidx = self.consumer_index()?;
+        let c = ring::commit(self.view.size(), self.kidx, uidx, self.over, new_uidx, over)?;
         if c.released > 0 {
             self.uidx = c.uidx;
+            // Only an asynchronous ring has a tail to store into.
+            let _ = self.view.store_uidx(c.uidx);
             if c.over != self.over {
                 self.over = c.over;
                 self.view.store_over(c.over);

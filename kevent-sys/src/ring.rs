@@ -7,6 +7,9 @@
 //!   `event[i % n]`.
 //! * [`occupancy`], [`free_slots`], [`advance`]: index arithmetic on a ring of `n` slots.
 //! * [`commit`]: the D13 commit rule as a pure function.
+//! * The asynchronous ring (decision P38): [`async_ring_bytes`] (its size and limits),
+//!   [`RingView::new_async`] and the tail's consumer index ([`RingView::uidx`],
+//!   [`RingView::store_uidx`]).
 //!
 //! The fallback engine's producer (`kevent-fallback`), the safe API's consumers (`kevent`),
 //! the benchmark's raw consumer, the conformance suite and the fuzz harness all use these; the
@@ -26,6 +29,15 @@
 //! * Slots between the consumer index and `ring_kidx` are never written again before they are
 //!   committed; one slot always stays free (**D12**), so `kidx == uidx` always means empty.
 //!
+//! # The asynchronous ring (P38)
+//!
+//! A `KEVENT_INIT_ASYNC_RING` ring carries `struct kevent_ring_tail` after its `n` entries
+//! (offset `8 + n * 40`). Its `ring_uidx` is the consumer index, stored by the consumer with
+//! **Release** ([`RingView::store_uidx`]) after it read the slots below it; the producer loads
+//! it with **Acquire** ([`RingView::uidx`]) before it writes a slot the consumer released. The
+//! producer trusts nothing of it: a value `>= n` means "full" and an error for the calls
+//! (see [`async_free_slots`]).
+//!
 //! # Index arithmetic and large rings
 //!
 //! Indices are `u32` and lie in `0..n`. No function here forms a sum that can overflow (they
@@ -44,7 +56,38 @@
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::{Errno, kevent_ring, ukevent};
+use crate::{
+    Errno, KEVENT_RING_ASYNC_MAX, KEVENT_RING_HEADER_SIZE, UKEVENT_SIZE, kevent_ring,
+    kevent_ring_tail, ukevent,
+};
+
+/// The bytes a caller allocates for a `KEVENT_INIT_ASYNC_RING` ring of `num` entries
+/// (decision P38): `8 + num * 40` for the header and entries, then 8 for
+/// `struct kevent_ring_tail`. `None` when `num` is outside `2 ..= KEVENT_RING_ASYNC_MAX`
+/// (`kevent_init` refuses such a ring with `EINVAL`).
+pub const fn async_ring_bytes(num: u32) -> Option<usize> {
+    if num < 2 || num > KEVENT_RING_ASYNC_MAX {
+        return None;
+    }
+    Some(async_tail_offset(num) + std::mem::size_of::<kevent_ring_tail>())
+}
+
+/// Offset of `struct kevent_ring_tail` in a ring of `num` entries: `8 + num * 40` (no overflow
+/// for any `u32` on a 64-bit target; callers pass `num <= KEVENT_RING_ASYNC_MAX`).
+const fn async_tail_offset(num: u32) -> usize {
+    KEVENT_RING_HEADER_SIZE + num as usize * UKEVENT_SIZE
+}
+
+/// Slots the producer of an asynchronous ring may fill, given the `ring_uidx` it loaded
+/// (decision P38): [`free_slots`] for a consumer index inside the ring, 0 for any value
+/// `>= n` (an untrusted index never lets the producer write).
+pub const fn async_free_slots(n: u32, kidx: u32, uidx: u32) -> u32 {
+    if uidx >= n || kidx >= n {
+        0
+    } else {
+        free_slots(n, kidx, uidx)
+    }
+}
 
 /// A raw view of a `struct kevent_ring` of `n` slots: its header with the protocol's
 /// orderings, and its slot addresses.
@@ -55,6 +98,8 @@ use crate::{Errno, kevent_ring, ukevent};
 pub struct RingView {
     base: NonNull<kevent_ring>,
     n: u32,
+    /// The ring has `struct kevent_ring_tail` after its entries (P38).
+    tail: bool,
 }
 
 // SAFETY: a view only performs atomic header accesses through `&self`; slot reads and writes
@@ -75,7 +120,30 @@ impl RingView {
     /// * while views exist, `ring_kidx` and `ring_over` are accessed only atomically (or by the
     ///   kernel, with aligned 32-bit stores), never through a Rust `&`/`&mut`.
     pub const unsafe fn new(base: NonNull<kevent_ring>, n: u32) -> RingView {
-        RingView { base, n }
+        RingView {
+            base,
+            n,
+            tail: false,
+        }
+    }
+
+    /// A view of the asynchronous ring (decision P38) at `base` with `n` slots and its tail.
+    ///
+    /// # Safety
+    ///
+    /// As [`RingView::new`], with [`async_ring_bytes`]`(n)` bytes (so `2 <= n <=
+    /// KEVENT_RING_ASYNC_MAX`), and `ring_uidx` likewise accessed only atomically.
+    pub const unsafe fn new_async(base: NonNull<kevent_ring>, n: u32) -> RingView {
+        RingView {
+            base,
+            n,
+            tail: true,
+        }
+    }
+
+    /// Whether this is a view of an asynchronous ring (made by [`RingView::new_async`]).
+    pub const fn is_async(&self) -> bool {
+        self.tail
     }
 
     /// The ring's address.
@@ -97,6 +165,53 @@ impl RingView {
     fn over_atomic(&self) -> &AtomicU32 {
         // SAFETY: as in `kidx_atomic`, for `ring_over` at offset 4.
         unsafe { AtomicU32::from_ptr(&raw mut (*self.base.as_ptr()).ring_over) }
+    }
+
+    fn uidx_atomic(&self) -> Option<&AtomicU32> {
+        if !self.tail {
+            return None;
+        }
+        // SAFETY: a view made by `new_async` covers `async_ring_bytes(n)` bytes, so the tail
+        // lies inside the allocation at `8 + n * 40` (8-aligned: 8 + a multiple of 40), and
+        // `ring_uidx` is only ever accessed atomically (`new_async`'s contract).
+        unsafe {
+            let tail = self
+                .base
+                .as_ptr()
+                .cast::<u8>()
+                .add(async_tail_offset(self.n))
+                .cast::<kevent_ring_tail>();
+            Some(AtomicU32::from_ptr(&raw mut (*tail).ring_uidx))
+        }
+    }
+
+    /// The asynchronous ring's `ring_uidx` (P38), loaded with **Acquire**: pairs with the
+    /// consumer's Release store made after it read the slots below it. `None` on a view of
+    /// an ordinary ring (it has no tail).
+    ///
+    /// The value is untrusted: a producer checks it with [`async_free_slots`].
+    pub fn uidx(&self) -> Option<u32> {
+        self.uidx_atomic().map(|a| a.load(Ordering::Acquire))
+    }
+
+    /// The consumer's release of the slots below `uidx` (P38): stores `ring_uidx` with
+    /// **Release**, after it read them. Returns `false` (storing nothing) on a view of an
+    /// ordinary ring.
+    #[must_use]
+    pub fn store_uidx(&self, uidx: u32) -> bool {
+        self.uidx_atomic()
+            .map(|a| a.store(uidx, Ordering::Release))
+            .is_some()
+    }
+
+    /// `kevent_init`'s zeroing of the tail's `ring_resv` (P38); nothing on an ordinary ring.
+    pub fn clear_tail(&self) {
+        if let Some(a) = self.uidx_atomic() {
+            a.store(0, Ordering::Release);
+            // SAFETY: `ring_resv` follows `ring_uidx` inside the tail (see `uidx_atomic`),
+            // 4-aligned, accessed only atomically.
+            unsafe { AtomicU32::from_ptr(a.as_ptr().add(1)) }.store(0, Ordering::Relaxed);
+        }
     }
 
     /// `ring_kidx`, loaded with **Acquire**: pairs with the producer's Release store made
@@ -391,5 +506,43 @@ mod tests {
             3 | (9 << 32),
             "ring_kidx at offset 0, ring_over at 4"
         );
+    }
+
+    #[test]
+    fn p38_async_ring_bytes_and_limits() {
+        assert_eq!(async_ring_bytes(0), None);
+        assert_eq!(async_ring_bytes(1), None);
+        assert_eq!(async_ring_bytes(2), Some(8 + 2 * 40 + 8));
+        assert_eq!(async_ring_bytes(65536), Some(8 + 65536 * 40 + 8));
+        assert_eq!(async_ring_bytes(65537), None);
+        assert_eq!(async_ring_bytes(u32::MAX), None);
+    }
+
+    #[test]
+    fn p38_untrusted_uidx_never_frees_a_slot() {
+        assert_eq!(async_free_slots(8, 0, 0), 7);
+        assert_eq!(async_free_slots(8, 3, 4), 0, "full (D12)");
+        assert_eq!(async_free_slots(8, 3, 8), 0, "uidx >= n counts as full");
+        assert_eq!(async_free_slots(8, 3, u32::MAX), 0);
+    }
+
+    #[test]
+    fn p38_view_addresses_the_tail() {
+        let n = 4u32;
+        let mut mem = vec![0u64; async_ring_bytes(n).unwrap() / 8];
+        let base = NonNull::new(mem.as_mut_ptr().cast::<kevent_ring>()).unwrap();
+        // SAFETY: `mem` holds an asynchronous ring of 4 entries and its tail, 8-aligned, and
+        // outlives both views; the header and tail are only accessed through them.
+        let (a, plain) = unsafe { (RingView::new_async(base, n), RingView::new(base, n)) };
+        assert!(a.is_async() && !plain.is_async());
+        assert_eq!(plain.uidx(), None);
+        assert!(!plain.store_uidx(1), "an ordinary ring has no tail");
+        assert!(a.store_uidx(3));
+        assert_eq!(a.uidx(), Some(3));
+        let tail = (8 + 4 * 40) / 8;
+        assert_eq!(mem[tail], 3, "ring_uidx at offset 8 + n * 40");
+        mem[tail] = u64::MAX;
+        a.clear_tail();
+        assert_eq!(mem[tail], 0, "kevent_init zeroes ring_uidx and ring_resv");
     }
 }

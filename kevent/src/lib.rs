@@ -154,6 +154,7 @@ compile_error!(
     "kevent: the kevent ABI exists on Linux only (a kevent kernel, or the fallback engine over epoll, timerfd, eventfd and inotify)"
 );
 
+mod async_ring;
 mod error;
 mod event;
 mod flags;
@@ -170,6 +171,7 @@ pub mod source;
 mod timeout;
 mod timers;
 
+pub use async_ring::{ASYNC_RING_MAX, AsyncRing, Drain};
 pub use error::{Error, Op, Result};
 pub use event::{Event, EventKind, Events, Iter, Key};
 pub use flags::{InodeEvents, PollEvents, ReqFlags, RetFlags, SocketEvents};

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use kevent_sys::{Errno, KEVENT_CTL_ADD, KEVENT_CTL_READY, KEVENT_REQ_ALWAYS_QUEUE, ukevent};
 
+use crate::async_ring::AsyncRing;
 use crate::error::{Error, Op, Result};
 use crate::event::{Event, Events, Key};
 use crate::keys::{Keys, Shard};
@@ -88,6 +89,8 @@ pub struct Queue {
 #[must_use]
 pub struct Builder {
     ring: Option<u32>,
+    /// The ring is asynchronous (P38).
+    async_ring: bool,
     backend: Option<Backend>,
     nonblocking: bool,
 }
@@ -97,6 +100,18 @@ impl Builder {
     /// at most `n - 1` events are uncommitted at once (**D12**). Default: no ring.
     pub fn ring_size(mut self, n: u32) -> Builder {
         self.ring = Some(n);
+        self.async_ring = false;
+        self
+    }
+
+    /// Gives the queue an **asynchronous** ring of `n` slots (`2 ..=`
+    /// [`ASYNC_RING_MAX`](crate::ASYNC_RING_MAX), decision P38): the queue posts events into
+    /// it as they occur, and its consumer ([`Queue::async_ring`]) reads them with no system
+    /// call while there are any. `kevent_get_events` ([`Queue::wait`]) is refused on such a
+    /// queue. Replaces [`Builder::ring_size`].
+    pub fn async_ring_size(mut self, n: u32) -> Builder {
+        self.ring = Some(n);
+        self.async_ring = true;
         self
     }
 
@@ -112,15 +127,18 @@ impl Builder {
         self
     }
 
-    /// `kevent_init(ring, n, 0)`—Creates the queue.
+    /// `kevent_init(ring, n, flags)`—Creates the queue.
     ///
     /// # Errors
     ///
     /// * [`Op::Backend`] ([`Error::Unavailable`]): no backend given and `KEVENT_BACKEND` is
     ///   invalid, or `native` on a kernel without kevent (spec section 6).
     /// * [`Op::Init`]: `EINVAL` for a ring size below 2 (spec section 3) or above
-    ///   [`MAX_RING_SIZE`](crate::MAX_RING_SIZE); `ENOMEM` when the ring cannot be mapped;
-    ///   `EMFILE`/`ENFILE`/`ENOMEM` from the backend.
+    ///   [`MAX_RING_SIZE`](crate::MAX_RING_SIZE) (an asynchronous ring: above
+    ///   [`ASYNC_RING_MAX`](crate::ASYNC_RING_MAX)); `ENOMEM` when the ring cannot be mapped;
+    ///   `EMFILE`/`ENFILE`/`ENOMEM` from the backend (natively, `ENOMEM` also when pinning an
+    ///   asynchronous ring would pass `RLIMIT_MEMLOCK`); `EINVAL` from a kevent kernel
+    ///   without the asynchronous ring.
     /// * [`Op::SetNonblocking`]: `fcntl` failed.
     pub fn build(self) -> Result<Queue> {
         let backend = match self.backend {
@@ -129,6 +147,9 @@ impl Builder {
         };
         let ring = match self.ring {
             None => None,
+            Some(n) if self.async_ring => {
+                Some(RingMem::new_async(n, &backend).map_err(|e| Error::invalid(Op::Init, e))?)
+            }
             Some(n) => Some(RingMem::new(n, &backend).map_err(|e| Error::invalid(Op::Init, e))?),
         };
         let fd = crate::ring::init(&backend, ring.as_ref()).map_err(|e| Error::os(Op::Init, e))?;
@@ -177,14 +198,29 @@ impl Queue {
         Builder::default()
     }
 
+    /// A queue with an asynchronous ring of `n` slots (P38) on the process's backend:
+    /// `Queue::builder().async_ring_size(n).build()`. Read it through [`Queue::async_ring`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::build`].
+    pub fn with_async_ring(n: u32) -> Result<Queue> {
+        Builder::default().async_ring_size(n).build()
+    }
+
     /// The backend serving this queue.
     pub fn backend(&self) -> Backend {
         self.inner.backend
     }
 
-    /// The ring size `n`, if the queue has a ring.
+    /// The ring size `n`, if the queue has a ring (of either kind).
     pub fn ring_size(&self) -> Option<u32> {
         self.inner.ring.as_ref().map(RingMem::size)
+    }
+
+    /// Whether the queue's ring is asynchronous (P38).
+    pub fn has_async_ring(&self) -> bool {
+        self.inner.ring.as_ref().is_some_and(RingMem::is_async)
     }
 
     pub(crate) fn downgrade(&self) -> Weak<Inner> {
@@ -558,10 +594,11 @@ impl Queue {
     ///
     /// # Errors
     ///
-    /// [`Op::RingConsumer`] ([`Error::Invalid`]): `EINVAL` when the queue has no ring,
-    /// `EBUSY` while another consumer (single or shared) exists.
+    /// [`Op::RingConsumer`] ([`Error::Invalid`]): `EINVAL` when the queue has no ring or an
+    /// asynchronous one ([`Queue::async_ring`]), `EBUSY` while another consumer (single or
+    /// shared) exists.
     pub fn ring(&self) -> Result<RingConsumer<'_>> {
-        let (ring, cursor) = self.claim_consumer()?;
+        let (ring, cursor) = self.claim_consumer(false)?;
         Ok(RingConsumer::new(self, ring, cursor))
     }
 
@@ -571,15 +608,30 @@ impl Queue {
     ///
     /// As [`Queue::ring`].
     pub fn shared_ring(&self) -> Result<SharedRing<'_>> {
-        let (ring, cursor) = self.claim_consumer()?;
+        let (ring, cursor) = self.claim_consumer(false)?;
         Ok(SharedRing::new(self, ring, cursor))
     }
 
-    fn claim_consumer(&self) -> Result<(&RingMem, u64)> {
+    /// The single consumer of the queue's asynchronous ring ([`AsyncRing`], P38): it reads
+    /// events with no system call while the ring has any, and calls `kevent_wait` only when
+    /// it finds the ring empty.
+    ///
+    /// # Errors
+    ///
+    /// [`Op::RingConsumer`]: `EINVAL` if the queue has no asynchronous ring, `EBUSY` if a
+    /// consumer exists.
+    pub fn async_ring(&self) -> Result<AsyncRing<'_>> {
+        let (ring, cursor) = self.claim_consumer(true)?;
+        Ok(AsyncRing::new(self, ring, cursor))
+    }
+
+    /// Claims the one consumer of a ring of the given kind (`asynchronous` or not).
+    fn claim_consumer(&self, asynchronous: bool) -> Result<(&RingMem, u64)> {
         let ring = self
             .inner
             .ring
             .as_ref()
+            .filter(|r| r.is_async() == asynchronous)
             .ok_or(Error::invalid(Op::RingConsumer, Errno::EINVAL))?;
         if self
             .inner

@@ -75,6 +75,15 @@ pub(crate) struct RingMem {
     tombstone: bool,
 }
 
+/// The `kevent_init` flag a ring needs: 0, or `KEVENT_INIT_ASYNC_RING` (P38).
+fn init_flags(ring: &RingMem) -> u32 {
+    if ring.view.is_async() {
+        kevent_sys::KEVENT_INIT_ASYNC_RING
+    } else {
+        0
+    }
+}
+
 // SAFETY: the memory is owned by this value and only accessed through raw pointers and
 // atomics; no `&`/`&mut` to it is handed out except `&Event`s to slots that no one writes
 // while the reference lives (module `# Safety`). Moving or sharing the owner between threads
@@ -91,22 +100,7 @@ impl RingMem {
             return Err(Errno::EINVAL);
         }
         let len = kevent_sys::ring_bytes(n).ok_or(Errno::EINVAL)?;
-        // SAFETY: an anonymous private mapping at an address the kernel chooses touches no
-        // existing memory; the result is checked for MAP_FAILED below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Errno::last());
-        }
-        let base = NonNull::new(p.cast()).ok_or(Errno::ENOMEM)?;
+        let base = map(len)?;
         Ok(RingMem {
             // SAFETY: our fresh mapping of `ring_bytes(n)` bytes, page-aligned, lives until
             // `drop` (which runs after the queue fd is closed); nothing references it but
@@ -116,6 +110,56 @@ impl RingMem {
             len,
             tombstone: backend.dup_is_queue(),
         })
+    }
+
+    /// Maps a zeroed asynchronous ring (P38) of `n` slots and its tail
+    /// (`2 <= n <= KEVENT_RING_ASYNC_MAX`).
+    ///
+    /// Natively the kernel pins these pages until the queue's *file* is released (not only
+    /// its fd: a call in progress holds it too) and writes them from interrupt context. The
+    /// memory is therefore an anonymous mapping, never the heap: after it is gone the pinned
+    /// pages belong to nobody else. The queue's `Arc` keeps it for as long as any handle
+    /// ([`Queue::try_clone`](crate::Queue::try_clone)) or call lives, and on native it is
+    /// then replaced by an inaccessible reservation, as an ordinary native ring is.
+    pub(crate) fn new_async(n: u32, backend: &Backend) -> std::result::Result<RingMem, Errno> {
+        let len = ring::async_ring_bytes(n).ok_or(Errno::EINVAL)?;
+        let base = map(len)?;
+        Ok(RingMem {
+            // SAFETY: our fresh mapping of `async_ring_bytes(n)` bytes, page-aligned, lives
+            // until `drop` (after the queue fd is closed); nothing references it but this
+            // view.
+            view: unsafe { RingView::new_async(base, n) },
+            n,
+            len,
+            tombstone: backend.dup_is_queue(),
+        })
+    }
+
+    /// Whether this is an asynchronous ring (P38).
+    pub(crate) fn is_async(&self) -> bool {
+        self.view.is_async()
+    }
+
+    /// An asynchronous ring's `ring_kidx` (Acquire) as the consumer may use it: `None` for a
+    /// value `>= n` (only a misbehaving producer writes one).
+    pub(crate) fn published(&self) -> Option<u32> {
+        Some(self.view.kidx()).filter(|&k| k < self.n)
+    }
+
+    /// Copies slot `i` (an index `< n`) out.
+    ///
+    /// The caller only reads slots between its consumer index and a `ring_kidx` it loaded
+    /// (module `# Safety`).
+    pub(crate) fn read_slot(&self, i: u32) -> Event {
+        // SAFETY: the slot is published and not yet released (the caller's guarantee), so
+        // the producer does not write it now.
+        Event::from_raw(unsafe { self.view.read(i) })
+    }
+
+    /// The asynchronous ring's release: stores `ring_uidx` (Release) after the slots below
+    /// it were read. Nothing on an ordinary ring.
+    pub(crate) fn release(&self, uidx: u32) {
+        let _ = self.view.store_uidx(uidx);
     }
 
     /// The ring size `n`.
@@ -190,19 +234,41 @@ impl Drop for RingMem {
     }
 }
 
-/// `kevent_init(ring, n, 0)` through `backend`, adopting the new fd.
+/// A fresh anonymous read-write mapping of `len` bytes (zeroed).
+fn map(len: usize) -> std::result::Result<NonNull<kevent_sys::kevent_ring>, Errno> {
+    // SAFETY: an anonymous private mapping at an address the kernel chooses touches no
+    // existing memory; the result is checked for MAP_FAILED below.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(Errno::last());
+    }
+    NonNull::new(p.cast()).ok_or(Errno::ENOMEM)
+}
+
+/// `kevent_init(ring, n, flags)` through `backend`, adopting the new fd (`flags` is
+/// `KEVENT_INIT_ASYNC_RING` for an asynchronous ring, else 0).
 pub(crate) fn init(
     backend: &Backend,
     ring: Option<&RingMem>,
 ) -> std::result::Result<OwnedFd, Errno> {
-    let (ptr, n) = match ring {
-        Some(r) => (r.view.base().as_ptr(), r.n),
-        None => (std::ptr::null_mut(), 0),
+    let (ptr, n, flags) = match ring {
+        Some(r) => (r.view.base().as_ptr(), r.n, init_flags(r)),
+        None => (std::ptr::null_mut(), 0, 0),
     };
-    // SAFETY: `ptr` is null with `n == 0`, or our mapping of `8 + n * 40` bytes, 8-aligned,
-    // which the queue keeps valid until its fd is closed (and, on native, reserved forever
-    // after): `init`'s contract. No `&`/`&mut` to it exists.
-    let fd = unsafe { kevent_backend::init(*backend, ptr, n, 0) }?;
+    // SAFETY: `ptr` is null with `n == 0`, or our mapping of `8 + n * 40` bytes (plus the
+    // tail for an asynchronous ring), 8-aligned, which the queue keeps valid until its fd is
+    // closed (and, on native, reserved forever after): `init`'s contract. No `&`/`&mut` to
+    // it exists.
+    let fd = unsafe { kevent_backend::init(*backend, ptr, n, flags) }?;
     if fd < 0 {
         return Err(Errno::EIO);
     }

@@ -23,6 +23,7 @@ mod d18_aio;
 mod differential_epoll;
 mod faults;
 mod model;
+mod p38_async_ring;
 mod s3_ctl;
 mod s3_get_events;
 mod s3_init;

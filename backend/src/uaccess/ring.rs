@@ -4,16 +4,15 @@ use kevent_sys::{Errno, kevent_ring};
 
 use super::{CHUNK, Dir, copy, fallback_in_use};
 
-/// Checks that the `ring_bytes(num)` bytes of a ring are mapped, readable and writable, by
-/// reading them and writing the same bytes back (the ring is not in use yet: no queue has it).
-/// `EINVAL` if `ring` is not aligned for `struct kevent_ring` (no C program can make such a
-/// pointer without undefined behaviour, and the engine writes it with aligned stores).
-pub(crate) fn check_ring(ring: *mut kevent_ring, num: u32) -> Result<(), Errno> {
+/// Checks that the `len` bytes of a ring are mapped, readable and writable, by reading them
+/// and writing the same bytes back (the ring is not in use yet: no queue has it). `EINVAL` if
+/// `ring` is not aligned for `struct kevent_ring` (no C program can make such a pointer
+/// without undefined behaviour, and the engine writes it with aligned stores).
+pub(crate) fn check_ring(ring: *mut kevent_ring, len: usize) -> Result<(), Errno> {
     fallback_in_use();
     if ring.addr() % std::mem::align_of::<kevent_ring>() != 0 {
         return Err(Errno::EINVAL);
     }
-    let len = kevent_sys::ring_bytes(num).ok_or(Errno::EINVAL)?;
     let mut buf = [0u8; CHUNK];
     let mut done = 0;
     while done < len {

@@ -285,18 +285,27 @@ fn ring_check_needs_the_whole_ring_writable() {
         let p = Pages::new();
         // 8 + 2 * 40 bytes at the end of the first page: fits; one more entry does not.
         let ring = p.rw.wrapping_add(p.page - 88).cast::<kevent_ring>();
-        assert_eq!(check_ring(ring, 2), Ok(()));
-        assert_eq!(check_ring(ring, 3), Err(Errno::EFAULT));
-        assert_eq!(check_ring(p.ro.cast(), 2), Err(Errno::EFAULT));
-        assert_eq!(check_ring(std::ptr::null_mut(), 2), Err(Errno::EFAULT));
+        let bytes = |n| kevent_sys::ring_bytes(n).unwrap();
+        assert_eq!(check_ring(ring, bytes(2)), Ok(()));
+        assert_eq!(check_ring(ring, bytes(3)), Err(Errno::EFAULT));
+        // P38: the asynchronous ring's tail (8 more bytes) must be there too.
+        let tail = kevent_sys::ring::async_ring_bytes(2).unwrap();
+        assert_eq!(check_ring(ring, tail), Err(Errno::EFAULT));
+        let ring8 = p.rw.wrapping_add(p.page - 96).cast::<kevent_ring>();
+        assert_eq!(check_ring(ring8, tail), Ok(()));
+        assert_eq!(check_ring(p.ro.cast(), bytes(2)), Err(Errno::EFAULT));
+        assert_eq!(
+            check_ring(std::ptr::null_mut(), bytes(2)),
+            Err(Errno::EFAULT)
+        );
         let odd = p.rw.wrapping_add(4).cast::<kevent_ring>();
-        assert_eq!(check_ring(odd, 2), Err(Errno::EINVAL));
+        assert_eq!(check_ring(odd, bytes(2)), Err(Errno::EINVAL));
         // The bytes are preserved.
         let mut mem = vec![0u64; (8 + 100 * 40) / 8];
         for (i, w) in mem.iter_mut().enumerate() {
             *w = i as u64;
         }
-        assert_eq!(check_ring(mem.as_mut_ptr().cast(), 100), Ok(()));
+        assert_eq!(check_ring(mem.as_mut_ptr().cast(), bytes(100)), Ok(()));
         assert!(mem.iter().enumerate().all(|(i, w)| *w == i as u64));
     });
 }

@@ -31,6 +31,9 @@ pub(super) enum Mech {
     /// `kevent_wait` + ring + `kevent_commit` on backend `.0`; `.1`: commits deferred until
     /// half the ring is read.
     KeventRing(usize, bool),
+    /// The asynchronous ring (P38) on backend `.0`: events read with no system call while
+    /// the ring has any, `kevent_wait` only when it is empty.
+    KeventAsync(usize),
     /// `kevent_get_events` through libkevent's exported C function, on the process's
     /// backend (`.0`, its index among the machine's backends).
     CGet(usize),
@@ -53,6 +56,7 @@ impl Mech {
             Mech::KeventRing(b, true) => {
                 format!("kevent ring, batched commit ({})", backends[b].as_str())
             }
+            Mech::KeventAsync(b) => format!("kevent async ring ({})", backends[b].as_str()),
             Mech::CGet(b) => format!("C kevent_get_events ({})", backends[b].as_str()),
             Mech::CRing(b) => format!("C kevent ring ({})", backends[b].as_str()),
         }
@@ -83,6 +87,7 @@ impl Mech {
             Mech::KeventRing(b, true) => {
                 format!("kevent_ring_batched_commit_{}", backends[b].as_str())
             }
+            Mech::KeventAsync(b) => format!("kevent_async_ring_{}", backends[b].as_str()),
             Mech::CGet(b) => format!("c_kevent_get_events_{}", backends[b].as_str()),
             Mech::CRing(b) => format!("c_kevent_ring_{}", backends[b].as_str()),
         }
@@ -107,6 +112,9 @@ pub(super) enum Poller {
         buf: Vec<ukevent>,
     },
     Ring {
+        q: RawQueue,
+    },
+    AsyncRing {
         q: RawQueue,
     },
     Uring(UringPoller),
@@ -183,8 +191,15 @@ impl Poller {
                 u.flush().expect("io_uring_enter");
                 Poller::Uring(UringPoller { u, fds })
             }
-            Mech::KeventGet(b) | Mech::KeventRing(b, _) | Mech::CGet(b) | Mech::CRing(b) => {
-                let ring = if matches!(m, Mech::KeventRing(..) | Mech::CRing(_)) {
+            Mech::KeventGet(b)
+            | Mech::KeventRing(b, _)
+            | Mech::KeventAsync(b)
+            | Mech::CGet(b)
+            | Mech::CRing(b) => {
+                let ring = if matches!(
+                    m,
+                    Mech::KeventRing(..) | Mech::CRing(_) | Mech::KeventAsync(_)
+                ) {
                     1024
                 } else {
                     0
@@ -193,6 +208,9 @@ impl Poller {
                     Mech::CGet(_) | Mech::CRing(_) => RawQueue::new_c(ring)
                         .expect("the process has a backend")
                         .expect("kevent_init (C)"),
+                    Mech::KeventAsync(_) => {
+                        RawQueue::new_async(backends[b], ring).expect("kevent_init (async ring)")
+                    }
                     _ => RawQueue::new(backends[b], ring).expect("kevent_init"),
                 };
                 let mut adds: Vec<ukevent> = s
@@ -211,7 +229,9 @@ impl Poller {
                 for chunk in adds.chunks_mut(4096) {
                     assert_eq!(q.ctl(KEVENT_CTL_ADD, chunk), Ok(0), "kevent_ctl ADD");
                 }
-                if ring == 0 {
+                if matches!(m, Mech::KeventAsync(_)) {
+                    Poller::AsyncRing { q }
+                } else if ring == 0 {
                     Poller::Get {
                         q,
                         buf: vec![ukevent::default(); MAX_A],
@@ -302,6 +322,18 @@ impl Poller {
                         .expect("kevent_commit") as usize;
                 }
             }
+            Poller::AsyncRing { q } => {
+                let mut got = 0;
+                loop {
+                    // No system call while the ring has events.
+                    got += q.consume_async(|e| os::read1(e.id.raw()[0] as RawFd)) as usize;
+                    if got >= a {
+                        break;
+                    }
+                    // Empty: returns at once if events arrived since the look.
+                    q.wait_async(&FOREVER).expect("kevent_wait");
+                }
+            }
         }
     }
 }
@@ -324,6 +356,7 @@ mod tests {
                 Mech::KeventGet(0),
                 Mech::KeventRing(0, false),
                 Mech::KeventRing(0, true),
+                Mech::KeventAsync(0),
                 Mech::CGet(0),
                 Mech::CRing(0),
             ] {

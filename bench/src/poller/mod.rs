@@ -9,7 +9,9 @@
 //! available kevent backend: `kevent_get_events` and the
 //! ring (`kevent_wait`, read the entries published before `ring_kidx`, `kevent_commit`),
 //! once committing after every wait and once committing when half the ring (512 of 1024
-//! slots) has been read, the batching the ring allows. The same two calls also go through
+//! slots) has been read, the batching the ring allows; and the asynchronous ring (P38: the
+//! consumer reads the ring with no system call while it has events and stores `ring_uidx`,
+//! calling `kevent_wait` only when it finds the ring empty), where the backend accepts it. The same two calls also go through
 //! the C library's exported functions (`kevent_get_events`; the ring with a commit per wait)
 //! on the process's backend: what a C program gets, reported beside the Rust rows with their
 //! C ÷ Rust ratios (issue 11).
@@ -94,10 +96,18 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
         Ok(()) => mechs.push(Mech::Uring),
         Err(why) => eprintln!("poller: io_uring {why}"),
     }
-    for b in 0..backends.len() {
+    for (b, &backend) in backends.iter().enumerate() {
         mechs.push(Mech::KeventGet(b));
         mechs.push(Mech::KeventRing(b, false));
         mechs.push(Mech::KeventRing(b, true));
+        // P38: a kevent kernel without the asynchronous ring refuses the flag (EINVAL).
+        match crate::rawqueue::RawQueue::new_async(backend, 4) {
+            Ok(_) => mechs.push(Mech::KeventAsync(b)),
+            Err(e) => eprintln!(
+                "poller: asynchronous ring on the {} backend refused ({e}): row skipped",
+                backend.as_str()
+            ),
+        }
     }
     // The C library runs on the process's backend only.
     if let Some(b) = Backend::current()
@@ -213,7 +223,7 @@ pub fn rounds_command(args: &[String]) -> std::io::Result<u8> {
     let usage = || {
         eprintln!(
             "usage: kevent-bench poller-rounds \
-             select|poll|epoll|io_uring|get_events|ring|ring-batched|c-get_events|c-ring N A ROUNDS"
+             select|poll|epoll|io_uring|get_events|ring|ring-batched|async-ring|c-get_events|c-ring N A ROUNDS"
         );
         Ok(2)
     };
@@ -249,6 +259,7 @@ pub fn rounds_command(args: &[String]) -> std::io::Result<u8> {
         "get_events" => Mech::KeventGet(0),
         "ring" => Mech::KeventRing(0, false),
         "ring-batched" => Mech::KeventRing(0, true),
+        "async-ring" => Mech::KeventAsync(0),
         "c-get_events" => Mech::CGet(0),
         "c-ring" => Mech::CRing(0),
         _ => return usage(),

@@ -336,7 +336,11 @@ fn summary(
             .filter(|m| {
                 matches!(
                     m,
-                    Mech::Epoll | Mech::Uring | Mech::KeventGet(_) | Mech::KeventRing(..)
+                    Mech::Epoll
+                        | Mech::Uring
+                        | Mech::KeventGet(_)
+                        | Mech::KeventRing(..)
+                        | Mech::KeventAsync(_)
                 )
             })
             .flat_map(|&m| {

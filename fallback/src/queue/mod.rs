@@ -166,6 +166,11 @@ impl Queue {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether the queue has an asynchronous ring (P38).
+    fn is_async(&self) -> bool {
+        self.lock().ring.as_ref().is_some_and(Ring::is_async)
+    }
+
     /// Checks that the queue fd still is this queue's epoll (a syscall; used off the hot
     /// path). `EBADF` when the number is closed, `EINVAL` when it names another file.
     pub(crate) fn verify(&self) -> Result<(), Errno> {
@@ -273,6 +278,13 @@ impl Queue {
                 }
             }
         };
+        if st.ring.as_ref().is_some_and(Ring::is_async) && st.kevents.queued > 0 {
+            // Decision P41: on an asynchronous ring, what this call queued (READY marks,
+            // occurrences, ADDs of ready kevents with ALWAYS_QUEUE) is posted before it
+            // returns, as the kernel's producer posts it when it occurs.
+            let id = self.next_call();
+            st.post_queued(id, ctx);
+        }
         st.sync_wake(ctx);
         Ok(r)
     }
@@ -289,11 +301,20 @@ impl Queue {
         if buf.is_empty() || min_nr as usize > buf.len() {
             return Err(Errno::EINVAL);
         }
+        if self.is_async() {
+            // P38: an asynchronous ring's events are read from the ring only.
+            return Err(Errno::EINVAL);
+        }
         let mut sink = Sink::Buffer { buf, n: 0 };
         self.collect(min_nr.max(1) as usize, &mut sink, deadline)
     }
 
     /// `kevent_wait`.
+    ///
+    /// On an asynchronous ring (P38): `EINVAL` for `ring_uidx >= n`; 0 at once when
+    /// `old_uidx` differs from `ring_uidx` or from `ring_kidx`; otherwise the wait moves
+    /// queued events into free slots, sleeps if none moved until one is posted (by this call
+    /// or another), and returns how many the ring gained during the call.
     pub(crate) fn wait(
         &self,
         num: u32,
@@ -301,20 +322,30 @@ impl Queue {
         timeout: &libc::timespec,
         flags: u32,
     ) -> Result<u32, Errno> {
+        if self.is_async() {
+            // The ring's memory is read below: only while the fd is this queue (P38).
+            self.verify()?;
+        }
         let checked = Deadline::parse(timeout, flags).and_then(|deadline| {
-            let st = self.lock();
+            let mut st = self.lock();
+            st.refresh_ring();
             let ring = st.ring.as_ref().ok_or(Errno::EINVAL)?;
             if num > ring.size() {
                 return Err(Errno::EINVAL);
             }
-            Ok((deadline, old_uidx != ring.uidx() || num == 0))
+            let uidx = ring.consumer_index()?;
+            let stale = old_uidx != uidx || (ring.is_async() && old_uidx != ring.kidx());
+            let start = ring.is_async().then(|| ring.pushed());
+            // The consumer may have emptied an asynchronous ring by a store: POLLIN follows.
+            st.sync_wake(self.ctx());
+            Ok((deadline, stale || num == 0, start))
         });
-        let deadline = match checked {
-            Ok((_, true)) => {
+        let (deadline, start) = match checked {
+            Ok((_, true, _)) => {
                 self.verify()?;
                 return Ok(0);
             }
-            Ok((deadline, false)) => deadline,
+            Ok((deadline, false, start)) => (deadline, start),
             Err(e) => {
                 // A closed queue fd is EBADF whatever the other arguments say.
                 self.verify()?;
@@ -325,17 +356,36 @@ impl Queue {
             limit: num as usize,
             n: 0,
         };
-        self.collect(1, &mut sink, deadline)
+        let moved = self.collect(1, &mut sink, deadline)?;
+        match start {
+            // What the ring gained during the call, whoever posted it (P38).
+            Some(start) => Ok(self.lock().ring.as_ref().map_or(moved, |r| {
+                r.pushed().wrapping_sub(start).min(u64::from(r.size())) as u32
+            })),
+            None => Ok(moved),
+        }
     }
 
     /// `kevent_commit`.
+    ///
+    /// On an asynchronous ring the consumer index is `ring_uidx` (P38), and the commit then
+    /// posts what waits in the queue into the slots it freed (decision P41).
     pub(crate) fn commit(&self, new_uidx: u32, over: u32) -> Result<u32, Errno> {
         self.verify()?;
         let mut st = self.lock();
-        st.ring
-            .as_mut()
-            .ok_or(Errno::EINVAL)?
-            .commit(new_uidx, over)
+        st.refresh_ring();
+        let ring = st.ring.as_mut().ok_or(Errno::EINVAL)?;
+        let released = ring.commit(new_uidx, over)?;
+        let post = ring.is_async();
+        drop(st);
+        if post {
+            let mut sink = Sink::Ring {
+                limit: usize::MAX,
+                n: 0,
+            };
+            self.collect(1, &mut sink, Deadline::Now)?;
+        }
+        Ok(released)
     }
 
     /// Arms a POSIX timer kevent (`KEVENT_POSIX_TIMER`, id `timer`) to expire at the absolute
@@ -407,12 +457,15 @@ impl State {
         }
     }
 
-    /// Makes the wake eventfd readable exactly while something waits to be taken.
+    /// Makes the wake eventfd readable exactly while something waits to be taken (and, on
+    /// an asynchronous ring, while the ring holds events its consumer has not released as
+    /// last seen: `POLLIN`, P38; decision P41).
     fn sync_wake(&mut self, ctx: Ctx) {
         let want = self.kevents.queued > 0
             || !self.orphans.is_empty()
             || self.wake_acks > 0
-            || self.wake_token;
+            || self.wake_token
+            || self.ring.as_ref().is_some_and(Ring::unread);
         if want != self.wake_signaled {
             if want {
                 sys::eventfd_signal(ctx.wake);
@@ -420,6 +473,30 @@ impl State {
                 sys::eventfd_drain(ctx.wake);
             }
             self.wake_signaled = want;
+        }
+    }
+
+    /// P38: loads an asynchronous ring's `ring_uidx` (the consumer may have moved it), so
+    /// that this locked section sees one value of it. Call only once the queue fd was proven
+    /// to be this queue (the memory is the caller's only until it closes the fd).
+    pub(super) fn refresh_ring(&mut self) {
+        if let Some(r) = self.ring.as_mut() {
+            r.refresh();
+        }
+    }
+
+    /// Posts queued kevents into an asynchronous ring's free slots (no system call but a
+    /// level source's re-arm), as one delivery pass numbered `id` (decision P41).
+    fn post_queued(&mut self, id: u32, ctx: Ctx) {
+        self.refresh_ring();
+        let mut call = deliver::Call::new(id);
+        let mut sink = Sink::Ring {
+            limit: usize::MAX,
+            n: 0,
+        };
+        self.take_ready(&mut call, &mut sink, ctx);
+        if let Some(ring) = &self.ring {
+            ring.publish();
         }
     }
 

@@ -160,6 +160,7 @@ impl Queue {
                     proven = true;
                     st = self.lock();
                 }
+                st.refresh_ring();
                 deferred = st.take_ready(&mut call, sink, ctx);
                 let a = st.absorb(got, &mut call, sink, ctx);
                 holding |= a.held;
@@ -168,6 +169,7 @@ impl Queue {
                     drop(st);
                     let v = self.verify();
                     st = self.lock();
+                    st.refresh_ring();
                     call.relocked();
                     v?;
                 }
@@ -179,6 +181,11 @@ impl Queue {
                 break Err(Errno::EBADF);
             }
             deferred |= st.take_ready(&mut call, sink, ctx);
+            if matches!(sink, Sink::Ring { .. }) && st.ring.as_ref().is_some_and(Ring::unread) {
+                // P38: a `kevent_wait` on an asynchronous ring starts with the ring empty
+                // and returns once it holds events, whoever posted them.
+                break Ok(());
+            }
             let room = sink.room(st.ring.as_ref());
             if room == 0 {
                 break Ok(());
@@ -280,6 +287,7 @@ impl Queue {
                 crate::signal::dispatch::reclaim_if_due();
             }
             st = self.lock();
+            st.refresh_ring();
             call.relocked();
             let mut woken = false;
             if sleeping {
@@ -303,6 +311,7 @@ impl Queue {
                 drop(st);
                 let v = self.verify();
                 st = self.lock();
+                st.refresh_ring();
                 call.relocked();
                 if let Err(e) = v {
                     break Err(e);

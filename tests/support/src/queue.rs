@@ -10,7 +10,42 @@ use crate::*;
 /// is closed.
 struct RingMem {
     view: RingView,
-    words: *mut [u64],
+    mem: Mem,
+}
+
+/// Where the ring lives.
+enum Mem {
+    /// A heap allocation (an ordinary ring).
+    Heap(*mut [u64]),
+    /// An anonymous mapping (an asynchronous ring, P38: natively its pages are pinned until
+    /// the queue file is released, so they never go back to the heap allocator).
+    Mapped(AnonMap),
+}
+
+/// Why a backend cannot make an asynchronous ring (P38), or `None` when it can: a native
+/// kernel without P38 answers `kevent_init(ring, n, KEVENT_INIT_ASYNC_RING)` with `EINVAL`
+/// (D1: an unknown flag). The fallback always can.
+pub fn async_ring_unsupported(b: Backend) -> Option<String> {
+    match Queue::try_with_async_ring(b, 4) {
+        Ok(_) => None,
+        Err(Errno::EINVAL) if b.is_native() => Some(
+            "the native kernel refuses KEVENT_INIT_ASYNC_RING with EINVAL (no P38 in this kernel)"
+                .to_string(),
+        ),
+        Err(e) => panic!("kevent_init(KEVENT_INIT_ASYNC_RING) on {}: {e}", b.as_str()),
+    }
+}
+
+/// Skips the calling test's body on a backend without the asynchronous ring (a printed
+/// reason; a failure under `KEVENT_REQUIRE_ALL=1`).
+#[macro_export]
+macro_rules! require_async_ring {
+    ($b:expr) => {
+        if let Some(why) = $crate::async_ring_unsupported($b) {
+            $crate::skip(module_path!(), &format!("{} backend: {why}", $b.as_str()));
+            return;
+        }
+    };
 }
 
 /// A queue of one backend, closed on drop (before its ring memory is freed).
@@ -74,8 +109,117 @@ impl Queue {
         Queue {
             b,
             fd,
-            ring: Some(RingMem { view, words }),
+            ring: Some(RingMem {
+                view,
+                mem: Mem::Heap(words),
+            }),
             closed: false,
+        }
+    }
+
+    /// A queue with an asynchronous ring of `n` slots (P38), in a fresh anonymous mapping
+    /// (the entries filled with a pattern, the header and tail with garbage that
+    /// `kevent_init` must zero).
+    #[track_caller]
+    pub fn with_async_ring(b: Backend, n: u32) -> Queue {
+        Queue::try_with_async_ring(b, n).expect("kevent_init(KEVENT_INIT_ASYNC_RING)")
+    }
+
+    /// [`Queue::with_async_ring`], returning `kevent_init`'s error.
+    pub fn try_with_async_ring(b: Backend, n: u32) -> Result<Queue, Errno> {
+        let len = ring::async_ring_bytes(n).expect("an asynchronous ring size");
+        let map = AnonMap::new(len);
+        // SAFETY: a fresh private mapping of `len` bytes, page-aligned.
+        unsafe {
+            std::ptr::write_bytes(map.ptr().cast::<u8>(), 0xa5, len);
+        }
+        let ring = map.ptr().cast::<kevent_ring>();
+        // SAFETY: `ring` points to `async_ring_bytes(n)` bytes that stay mapped until `Drop`
+        // has closed the queue fd (and every duplicate the test made is closed by the test
+        // before it drops the queue).
+        match unsafe { kevent_backend::init(b, ring, n, KEVENT_INIT_ASYNC_RING) } {
+            Ok(fd) => {
+                // SAFETY: as above; the header and tail are only accessed atomically.
+                let view = unsafe { RingView::new_async(NonNull::new(ring).expect("mapped"), n) };
+                Ok(Queue {
+                    b,
+                    fd,
+                    ring: Some(RingMem {
+                        view,
+                        mem: Mem::Mapped(map),
+                    }),
+                    closed: false,
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// An asynchronous ring's `ring_uidx` (Acquire).
+    pub fn ring_uidx(&self) -> u32 {
+        self.view().uidx().expect("an asynchronous ring")
+    }
+
+    /// The consumer's store of `ring_uidx` (Release), no call (P38).
+    pub fn store_uidx(&self, uidx: u32) {
+        assert!(self.view().store_uidx(uidx), "an asynchronous ring");
+    }
+
+    /// The single consumer of an asynchronous ring (P38), with no call: loads `ring_kidx`
+    /// (Acquire), copies the slots from `*uidx` up to it, then stores the new index into
+    /// `ring_uidx` (Release) and `*uidx`.
+    pub fn consume(&self, uidx: &mut u32) -> Vec<ukevent> {
+        let v = self.view();
+        let kidx = v.kidx();
+        assert!(
+            kidx < v.size(),
+            "ring_kidx {kidx} outside a ring of {}",
+            v.size()
+        );
+        let k = ring::occupancy(v.size(), kidx, *uidx);
+        // SAFETY: the slots between the consumer index and the `ring_kidx` just loaded are
+        // published and not written again until the consumer releases them.
+        let got = (0..k)
+            .map(|i| unsafe { v.read(ring::advance(v.size(), *uidx, i)) })
+            .collect();
+        *uidx = kidx;
+        self.store_uidx(kidx);
+        got
+    }
+
+    /// The consumer protocol of P38 until `want` events arrived or `limit` passed: read the
+    /// ring with no call while it has events, `kevent_wait(old_uidx = ring_uidx)` only when
+    /// it is empty.
+    #[track_caller]
+    pub fn consume_until(&self, uidx: &mut u32, want: usize, limit: Duration) -> Vec<ukevent> {
+        let start = Instant::now();
+        let mut all = Vec::new();
+        loop {
+            all.extend(self.consume(uidx));
+            let left = limit.saturating_sub(start.elapsed());
+            if all.len() >= want || left.is_zero() {
+                return all;
+            }
+            let t = ts(left.as_secs() as i64, left.subsec_nanos() as i64);
+            self.wait(self.ring_size() - 1, *uidx, &t)
+                .expect("kevent_wait on an asynchronous ring");
+        }
+    }
+
+    /// The asynchronous ring's `ring_resv` word (a plain read; tests call it while no call
+    /// runs).
+    pub fn ring_resv(&self) -> u32 {
+        let r = self.ring.as_ref().expect("queue has a ring");
+        let off = ring::async_ring_bytes(r.view.size()).expect("asynchronous") - 4;
+        // SAFETY: `off + 4` is the end of the mapping of an asynchronous ring; 4-aligned.
+        unsafe {
+            r.view
+                .base()
+                .as_ptr()
+                .cast::<u8>()
+                .add(off)
+                .cast::<u32>()
+                .read_volatile()
         }
     }
 
@@ -118,7 +262,10 @@ impl Queue {
     /// The whole ring memory, as bytes (a copy).
     pub fn ring_bytes_copy(&self) -> Vec<u8> {
         let r = self.ring.as_ref().expect("queue has a ring");
-        let len = ring_bytes(r.view.size()).expect("size");
+        let len = match r.mem {
+            Mem::Heap(_) => ring_bytes(r.view.size()).expect("size"),
+            Mem::Mapped(ref m) => m.len,
+        };
         let mut v = vec![0u8; len];
         for (i, b) in v.iter_mut().enumerate() {
             // SAFETY: `i < len`, inside the allocation; volatile byte reads of plain memory.
@@ -277,11 +424,69 @@ impl Drop for Queue {
     fn drop(&mut self) {
         // The fd first: the engine may write the ring until the queue is closed.
         self.close();
-        if let Some(r) = self.ring.take() {
+        match self.ring.take().map(|r| r.mem) {
             // SAFETY: `words` came from `Box::into_raw` in `with_ring` and is freed once, after
             // the queue fd was closed.
-            drop(unsafe { Box::from_raw(r.words) });
+            Some(Mem::Heap(words)) => drop(unsafe { Box::from_raw(words) }),
+            Some(Mem::Mapped(m)) => drop(m),
+            None => {}
         }
+    }
+}
+
+/// A private anonymous read-write mapping, unmapped on drop.
+#[derive(Debug)]
+pub struct AnonMap {
+    base: *mut libc::c_void,
+    len: usize,
+}
+
+impl AnonMap {
+    /// A fresh mapping of `len` bytes.
+    #[track_caller]
+    pub fn new(len: usize) -> AnonMap {
+        // SAFETY: a new anonymous mapping at an address the kernel picks; no memory is
+        // touched.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED, "mmap of {len} bytes");
+        AnonMap { base, len }
+    }
+
+    /// Its address.
+    pub fn ptr(&self) -> *mut libc::c_void {
+        self.base
+    }
+
+    /// Gives up the pages from byte `from` on (for tests of unmapped memory).
+    pub fn unmap_from(&self, from: usize) {
+        assert!(from % 4096 == 0 && from <= self.len);
+        // SAFETY: a page-aligned part of our own mapping; nothing uses it.
+        let r = unsafe { libc::munmap(self.base.cast::<u8>().add(from).cast(), self.len - from) };
+        assert_eq!(r, 0, "munmap");
+    }
+
+    /// Makes the whole mapping read-only.
+    pub fn read_only(&self) {
+        // SAFETY: our own mapping.
+        let r = unsafe { libc::mprotect(self.base, self.len, libc::PROT_READ) };
+        assert_eq!(r, 0, "mprotect");
+    }
+}
+
+impl Drop for AnonMap {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, which nothing uses any more (the queue that used it is
+        // closed); unmapping pages already given up is harmless.
+        unsafe { libc::munmap(self.base, self.len) };
     }
 }
 
