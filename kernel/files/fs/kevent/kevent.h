@@ -165,8 +165,6 @@ struct kevent_timer {
  *	q->nready; under q->lock
  * @dead: unregistered, or posted as done (ring.c): producers must not
  *	queue it; under q->lock
- * @busy: in a delivery's hand: producers queue it, never post it; under
- *	q->lock
  */
 struct kevent {
 	struct rb_node node;
@@ -182,7 +180,6 @@ struct kevent {
 	/* under q->lock */
 	bool counted;
 	bool dead;
-	bool busy;
 	bool marked;
 	u32 pending;
 	u32 bits;
@@ -212,6 +209,7 @@ struct kevent_queue {
 	/* under q->lock */
 	struct list_head ready;
 	unsigned int nready;
+	unsigned int nbusy;		/* kevents in a delivery's hand */
 	struct list_head holders;	/* sleeping waiters' own (queue.c) */
 	unsigned int wake_gen;		/* bumped by READY with num == 0 */
 	bool wake_pending;		/* READY(0) not yet seen by a wait */

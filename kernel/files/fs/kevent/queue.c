@@ -347,8 +347,12 @@ bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
 	lockdep_assert_held(&q->lock);
 	if (unlikely(k->dead))
 		return false;
-	/* An asynchronous ring: posted as it occurs if it can be (ring.c). */
-	if (q->aring && list_empty(&k->link) && !k->busy &&
+	/*
+	 * An asynchronous ring: posted as it occurs if it can be (ring.c),
+	 * unless events queued earlier, or one in a delivery's hand, would
+	 * enter the ring after it (P40: the ring keeps their order).
+	 */
+	if (q->aring && !q->nready && !q->nbusy && list_empty(&k->link) &&
 	    kevent_aring_post(k, add))
 		return true;
 	k->pending = k->pending + add->pending < k->pending ?
@@ -965,7 +969,7 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		k->pending = 0;
 		k->bits = 0;
 		k->marked = false;
-		k->busy = true;
+		q->nbusy++;
 		spin_unlock_irq(&q->lock);
 
 		/* At most one delivery per registered kevent: long, not forever. */
@@ -975,9 +979,7 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		if (!err)
 			err = kevent_deliver_one(q, k, &snap, s, &requeue);
 		spin_lock_irq(&q->lock);
-		/* Unregistered (1): @k may be freed already. */
-		if (err != 1)
-			k->busy = false;
+		q->nbusy--;
 		if (err < 0) {
 			kevent_restore(q, k, &snap, &batch);
 			if (err == -ENOSPC)

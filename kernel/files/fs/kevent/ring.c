@@ -13,10 +13,11 @@
  * use and trusted for nothing but which slots may be written: a value
  * >= num makes the ring count as full.
  *
- * Producers post only a kevent that is neither queued nor in a delivery's
- * hand (k->busy), so a kevent is in the ring at most once per posting and
- * what piles up while it is queued coalesces (D8). An event that finds the
- * ring full stays queued for the next kevent_wait(). A posted ONESHOT (or
+ * Producers post only while nothing is queued and no delivery has a kevent
+ * in hand (q->nready, q->nbusy): so the ring keeps the order in which events
+ * occurred, a kevent is in the ring at most once per posting, and what
+ * piles up while it is queued coalesces (D8). An event that finds the ring
+ * full, or others queued before it, is queued for the next kevent_wait(). A posted ONESHOT (or
  * BROKEN) kevent is marked dead at once and put on q->reap; its
  * unregistration, which sleeps, runs in task context: a worker, or the
  * next kevent_ctl()/kevent_wait(), whichever comes first (P40).
@@ -272,7 +273,7 @@ void kevent_aring_init_queue(struct kevent_queue *q)
 
 /**
  * kevent_aring_post - a producer posts @k into the ring
- * @k: a kevent of an asynchronous queue, neither queued nor in a delivery
+ * @k: a kevent of an asynchronous queue, nothing queued or in a delivery
  * @add: what the source reports
  *
  * Asks the type what to report (its ->post(), which never sleeps); a type
