@@ -13,6 +13,10 @@
 //! * **wait, 1 ready**: the same calls returning one event (one ready socket registered); the
 //!   ring: `kevent_wait` + reading the slot + `kevent_commit`;
 //! * **wait, 64 ready**: the same with 64 ready sockets;
+//! * the asynchronous ring (P38) in the three waits: nothing ready is one look at the ring
+//!   (`ring_kidx == ring_uidx`, no system call, as io_uring's); with ready sockets,
+//!   `kevent_wait(old_uidx)` posts them (level kevents enter the ring in the call that
+//!   waits, P38) and the consumer reads them and stores `ring_uidx`, no `kevent_commit`;
 //! * **ADD + REMOVE**: `kevent_ctl` ADD then REMOVE of one idle socket (two calls) against
 //!   `epoll_ctl` ADD then DEL; io_uring: a multishot `POLL_ADD` and its `POLL_REMOVE`
 //!   submitted by one `io_uring_enter`, their completions reaped;
@@ -102,6 +106,8 @@ enum Mech {
     Kevent(usize),
     /// `kevent_wait` + the ring + `kevent_commit` on backend `.0` (wait calls only).
     Ring(usize),
+    /// The asynchronous ring (P38) on backend `.0` (wait calls only).
+    AsyncRing(usize),
 }
 
 impl Mech {
@@ -111,6 +117,7 @@ impl Mech {
             Mech::Uring => "io_uring".into(),
             Mech::Kevent(b) => format!("kevent ({})", backends[b].as_str()),
             Mech::Ring(b) => format!("kevent ring ({})", backends[b].as_str()),
+            Mech::AsyncRing(b) => format!("kevent async ring ({})", backends[b].as_str()),
         }
     }
 
@@ -120,6 +127,7 @@ impl Mech {
             Mech::Uring => "io_uring".into(),
             Mech::Kevent(b) => format!("kevent_{}", backends[b].as_str()),
             Mech::Ring(b) => format!("kevent_ring_{}", backends[b].as_str()),
+            Mech::AsyncRing(b) => format!("kevent_async_ring_{}", backends[b].as_str()),
         }
     }
 
@@ -136,6 +144,8 @@ impl Mech {
             (Mech::Kevent(_), _) => "`kevent_get_events`",
             (Mech::Ring(_), Op::WaitEmpty) => "`kevent_wait`",
             (Mech::Ring(_), _) => "`kevent_wait` + read the ring + `kevent_commit`",
+            (Mech::AsyncRing(_), Op::WaitEmpty) => "ring_kidx = ring_uidx? (no syscall)",
+            (Mech::AsyncRing(_), _) => "`kevent_wait` + read the ring + store `ring_uidx`",
         }
     }
 
@@ -146,7 +156,9 @@ impl Mech {
             // io_uring's readiness is a completion per wake-up, not a level state: it has no
             // "wait that returns what is still ready" (the poller measures its round trip).
             Mech::Uring => matches!(op, Op::WaitEmpty | Op::AddRemove),
-            Mech::Ring(_) => matches!(op, Op::WaitEmpty | Op::WaitOne | Op::WaitMany),
+            Mech::Ring(_) | Mech::AsyncRing(_) => {
+                matches!(op, Op::WaitEmpty | Op::WaitOne | Op::WaitMany)
+            }
         }
     }
 }
@@ -231,10 +243,18 @@ impl Fixture {
                 }
             }
             Mech::Uring => Fixture::Uring(Uring::new(8, 64).map_err(|e| format!("{e}"))?),
-            Mech::Kevent(b) | Mech::Ring(b) => {
-                let ring = if matches!(m, Mech::Ring(_)) { 128 } else { 0 };
-                let q =
-                    RawQueue::new(backends[b], ring).map_err(|e| format!("kevent_init: {e:?}"))?;
+            Mech::Kevent(b) | Mech::Ring(b) | Mech::AsyncRing(b) => {
+                let ring = if matches!(m, Mech::Ring(_) | Mech::AsyncRing(_)) {
+                    128
+                } else {
+                    0
+                };
+                let mut q = if matches!(m, Mech::AsyncRing(_)) {
+                    RawQueue::new_async(backends[b], ring)
+                        .map_err(|e| format!("kevent_init(KEVENT_INIT_ASYNC_RING): {e:?}"))?
+                } else {
+                    RawQueue::new(backends[b], ring).map_err(|e| format!("kevent_init: {e:?}"))?
+                };
                 let mut adds: Vec<ukevent> = fds.iter().map(|&fd| socket_kevent(fd)).collect();
                 // Ready sockets come back from ADD as "ready at once" (written back, not
                 // registered) unless they are queued: ALWAYS_QUEUE registers them.
@@ -247,6 +267,9 @@ impl Fixture {
                         return Err(format!("kevent_ctl ADD: {r:?}"));
                     }
                 }
+                // An asynchronous ring may have them posted already (the ADD queued them):
+                // start from an empty ring.
+                q.consume_async(|_| ());
                 Fixture::Kevent {
                     q,
                     buf: vec![ukevent::default(); MANY],
@@ -312,6 +335,13 @@ impl Fixture {
                     assert_eq!(q.ctl(KEVENT_CTL_MODIFY, &mut one), Ok(0), "kevent MODIFY");
                     assert_eq!(one[0].ret_flags & kevent_sys::KEVENT_RET_BROKEN, 0);
                 }
+                (Mech::AsyncRing(_), Op::WaitEmpty) => {
+                    assert_eq!(q.consume_async(|_| ()), 0, "async ring: an event appeared");
+                }
+                (Mech::AsyncRing(_), _) => {
+                    assert_eq!(q.wait_async(&zero), Ok(want as u32), "kevent_wait (async)");
+                    assert_eq!(q.consume_async(|_| ()), want as u32, "async ring");
+                }
                 (Mech::Ring(_), _) => {
                     assert_eq!(q.wait(MANY as u32, &zero), Ok(want as u32), "kevent_wait");
                     if want > 0 {
@@ -346,15 +376,24 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
     let backends = &machine.backends;
     let uring = Uring::probe();
     let mut mechs = vec![Mech::Epoll];
+    let mut errors_early: Vec<String> = vec![];
     if uring.is_ok() {
         mechs.push(Mech::Uring);
     }
-    for b in 0..backends.len() {
+    for (b, &backend) in backends.iter().enumerate() {
         mechs.push(Mech::Kevent(b));
         mechs.push(Mech::Ring(b));
+        // P38: a kevent kernel without the asynchronous ring refuses the flag (EINVAL).
+        match RawQueue::new_async(backend, 4) {
+            Ok(_) => mechs.push(Mech::AsyncRing(b)),
+            Err(e) => errors_early.push(format!(
+                "asynchronous ring on the {} backend refused ({e}): row skipped",
+                backend.as_str()
+            )),
+        }
     }
     let mut samples: Samples = BTreeMap::new();
-    let mut errors: Vec<String> = vec![];
+    let mut errors: Vec<String> = errors_early;
     match Sockets::new() {
         Ok(s) => measure(cfg, &mechs, backends, &s, &mut samples, &mut errors),
         Err(e) => errors.push(format!("socketpair: {e}")),
@@ -582,7 +621,7 @@ fn summary_rows(
 ) -> Vec<SummaryRow> {
     mechs
         .iter()
-        .filter(|m| matches!(m, Mech::Kevent(_) | Mech::Ring(_)))
+        .filter(|m| matches!(m, Mech::Kevent(_) | Mech::Ring(_) | Mech::AsyncRing(_)))
         .filter_map(|&m| {
             let parts: Vec<String> = OPS
                 .iter()
@@ -612,7 +651,12 @@ mod tests {
     fn every_call_checks_out() {
         let backends = [Backend::fallback()];
         let s = Sockets::new().unwrap();
-        let mut mechs = vec![Mech::Epoll, Mech::Kevent(0), Mech::Ring(0)];
+        let mut mechs = vec![
+            Mech::Epoll,
+            Mech::Kevent(0),
+            Mech::Ring(0),
+            Mech::AsyncRing(0),
+        ];
         if Uring::probe().is_ok() {
             mechs.push(Mech::Uring);
         }

@@ -37,6 +37,7 @@ pub mod svg;
 pub mod timers;
 pub mod uring;
 
+use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,7 +55,8 @@ subcommands:
   report     print the detected backend (and why native is unavailable) and the ABI summary
              (the default; `backend` is an alias)
   poller     N watched descriptors, A active: µs per round for select, poll, epoll, io_uring
-             (multishot poll) and kevent (get_events and ring) on every available backend
+             (multishot poll) and kevent (get_events, ring, asynchronous ring) on every
+             available backend
   http       single-threaded HTTP/1.1 servers on epoll and on kevent (and nginx, when
              installed) under the built-in load generator (and ab and wrk, when installed)
   static-files
@@ -172,8 +174,20 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
     Ok(opts)
 }
 
+/// The arguments as strings; the first that is not UTF-8 is the error (`std::env::args`
+/// would panic on it).
+fn utf8_args(args: impl IntoIterator<Item = OsString>) -> Result<Vec<String>, OsString> {
+    args.into_iter().map(OsString::into_string).collect()
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = match utf8_args(std::env::args_os().skip(1)) {
+        Ok(args) => args,
+        Err(bad) => {
+            eprintln!("kevent-bench: argument {bad:?} is not UTF-8\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
     let stdout = &mut io::stdout().lock();
     let (cmd, rest) = match args.split_first() {
         Some((c, rest)) => (c.as_str(), rest),
@@ -454,6 +468,15 @@ mod tests {
         assert!(a(&["--out"]).is_err());
         assert!(a(&["--bogus"]).is_err());
         assert!(a(&["--transport", "x"]).is_err());
+    }
+
+    #[test]
+    fn non_utf8_arguments_are_an_error_not_a_panic() {
+        use std::os::unix::ffi::OsStringExt;
+        let ok = utf8_args(["--out".into(), "d".into()]);
+        assert_eq!(ok, Ok(vec!["--out".to_string(), "d".to_string()]));
+        let bad = OsString::from_vec(vec![b'd', 0xff]);
+        assert_eq!(utf8_args(["--out".into(), bad.clone()]), Err(bad));
     }
 
     #[test]

@@ -51,7 +51,10 @@ struct RingMem {
 #[derive(Debug)]
 enum Mem {
     Heap(*mut [u64]),
-    Mapped(*mut libc::c_void, usize),
+    /// Kept for its drop (which unmaps it).
+    Mapped {
+        _map: kevent_sys::mem::AnonMap,
+    },
 }
 
 impl Drop for RingMem {
@@ -60,13 +63,28 @@ impl Drop for RingMem {
             // SAFETY: `words` came from `Box::into_raw` in `RawQueue::with_via` and is freed
             // once, after the queue fd (the only writer) was closed.
             Mem::Heap(words) => drop(unsafe { Box::from_raw(words) }),
-            // SAFETY: our own mapping from `RawQueue::new_async`, unmapped once, after the
-            // queue fd was closed (the benchmark makes no duplicate of it).
-            Mem::Mapped(p, len) => unsafe {
-                libc::munmap(p, len);
-            },
+            // Unmapped by its own drop, after the queue fd was closed (the benchmark makes no
+            // duplicate of it).
+            Mem::Mapped { .. } => {}
         }
     }
+}
+
+/// Hands the slots `from..kidx` of `v` to `f`; returns how many.
+///
+/// The caller guarantees that those slots are published (below a `ring_kidx` loaded with
+/// Acquire) and not written while they are read (not yet released).
+fn read_slots(v: RingView, from: u32, kidx: u32, f: &mut impl FnMut(&ukevent)) -> u32 {
+    let mut i = from;
+    let mut count = 0;
+    while i != kidx {
+        // SAFETY: the slot is published and unreleased (the caller's guarantee).
+        let ev = unsafe { v.read(i) };
+        f(&ev);
+        i = ring::advance(v.size(), i, 1);
+        count += 1;
+    }
+    count
 }
 
 /// Which entry points a [`RawQueue`]'s calls go through.
@@ -164,26 +182,13 @@ impl RawQueue {
     /// through the Rust dispatch. `EINVAL` from a kevent kernel without P38.
     pub fn new_async(backend: Backend, ring_len: u32) -> Result<RawQueue, Errno> {
         let len = ring::async_ring_bytes(ring_len).ok_or(Errno::EINVAL)?;
-        // SAFETY: a new anonymous mapping; the result is checked below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Errno::last());
-        }
-        let base = std::ptr::NonNull::new(p.cast()).ok_or(Errno::ENOMEM)?;
+        let map = kevent_sys::mem::AnonMap::new(len)?;
+        let base = map.base().cast::<kevent_sys::kevent_ring>();
         let ring = RingMem {
             // SAFETY: `async_ring_bytes(ring_len)` zeroed, page-aligned bytes that live until
             // `RingMem` drops, after the queue fd is closed; nothing else references them.
             view: unsafe { RingView::new_async(base, ring_len) },
-            mem: Mem::Mapped(p, len),
+            mem: Mem::Mapped { _map: map },
         };
         // SAFETY: the ring contract of `init` holds for the mapping (above).
         let fd = unsafe {
@@ -220,16 +225,9 @@ impl RawQueue {
         if kidx >= n {
             return 0;
         }
-        let mut i = self.read;
-        let mut count = 0;
-        while i != kidx {
-            // SAFETY: slots between our index and the `ring_kidx` loaded with Acquire are
-            // published and not written again before we store `ring_uidx` past them (P38).
-            let ev = unsafe { v.read(i) };
-            f(&ev);
-            i = ring::advance(n, i, 1);
-            count += 1;
-        }
+        // Slots between our index and the `ring_kidx` loaded with Acquire are published and
+        // not written again before we store `ring_uidx` past them (P38).
+        let count = read_slots(v, self.read, kidx, &mut f);
         if count > 0 {
             self.read = kidx;
             self.uidx = kidx;
@@ -346,17 +344,9 @@ impl RawQueue {
         // Acquire pairs with the engine's Release store of `ring_kidx`, made after it wrote
         // the entries: every entry before `kidx` is fully written when we read it.
         let kidx = v.kidx();
-        let mut i = self.read;
-        let mut count = 0;
-        while i != kidx {
-            // SAFETY: slots between uidx (<= read) and kidx are not written again before we
-            // commit them (D12), and the Acquire load above ordered their contents before
-            // this read.
-            let ev = unsafe { v.read(i) };
-            f(&ev);
-            i = ring::advance(n, i, 1);
-            count += 1;
-        }
+        // Slots between uidx (<= read) and kidx are not written again before we commit them
+        // (D12), and the Acquire load above ordered their contents before these reads.
+        let count = read_slots(v, self.read, kidx, &mut f);
         self.read = kidx;
         let uncommitted = ring::occupancy(n, kidx, self.uidx);
         if uncommitted > 0 && uncommitted >= self.commit_every {
@@ -375,12 +365,17 @@ mod tests {
     use super::*;
     use kevent_sys::{KEVENT_CTL_ADD, KEVENT_CTL_READY, KEVENT_UNOTIFY, kevent_id};
 
+    /// UNOTIFY kevents 0, 1 and 2.
+    fn three_users() -> Vec<ukevent> {
+        (0..3)
+            .map(|i| ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(i), 0, 0))
+            .collect()
+    }
+
     #[test]
     fn ring_round_trip_on_the_fallback() {
         let mut q = RawQueue::new(Backend::fallback(), 4).unwrap();
-        let mut evs: Vec<ukevent> = (0..3)
-            .map(|i| ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(i), 0, 0))
-            .collect();
+        let mut evs = three_users();
         assert_eq!(q.ctl(KEVENT_CTL_ADD, &mut evs), Ok(0));
         let mut seen = vec![];
         // Several passes so that the ring wraps (3 usable slots of 4, D12).
@@ -402,9 +397,7 @@ mod tests {
             return;
         };
         let mut q = q.unwrap();
-        let mut evs: Vec<ukevent> = (0..3)
-            .map(|i| ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(i), 0, 0))
-            .collect();
+        let mut evs = three_users();
         assert_eq!(q.ctl(KEVENT_CTL_ADD, &mut evs), Ok(0));
         for _ in 0..3 {
             assert_eq!(q.ctl(KEVENT_CTL_READY, &mut evs), Ok(3));
@@ -420,9 +413,7 @@ mod tests {
     #[test]
     fn async_ring_is_read_with_no_call() {
         let mut q = RawQueue::new_async(Backend::fallback(), 4).unwrap();
-        let mut evs: Vec<ukevent> = (0..3)
-            .map(|i| ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(i), 0, 0))
-            .collect();
+        let mut evs = three_users();
         assert_eq!(q.ctl(KEVENT_CTL_ADD, &mut evs), Ok(0));
         let mut seen = vec![];
         for _ in 0..3 {
@@ -440,9 +431,7 @@ mod tests {
     fn deferred_commits_keep_the_ring_flowing() {
         let mut q = RawQueue::new(Backend::fallback(), 16).unwrap();
         q.set_commit_every(8);
-        let mut evs: Vec<ukevent> = (0..3)
-            .map(|i| ukevent::new(KEVENT_UNOTIFY, kevent_id::from_u64(i), 0, 0))
-            .collect();
+        let mut evs = three_users();
         assert_eq!(q.ctl(KEVENT_CTL_ADD, &mut evs), Ok(0));
         let mut seen = 0;
         for round in 0..40 {

@@ -39,7 +39,9 @@ use crate::json::Json;
 use crate::machine::Machine;
 use crate::os;
 use crate::rawqueue::RawQueue;
-use crate::stats::{Interval, RATIO_LEGEND, Rng, Summary, judge_at_most};
+use kevent_test_rng::Rng;
+
+use crate::stats::{Interval, RATIO_LEGEND, Summary, judge_at_most};
 use crate::{Opts, Section, SummaryRow};
 
 /// How the ids are chosen.
@@ -123,7 +125,7 @@ fn unotify(id: u64, cookie: u64) -> ukevent {
 
 /// Removes `k` random entries of `v` and returns them.
 fn take_random<T>(v: &mut Vec<T>, k: usize, rng: &mut Rng) -> Vec<T> {
-    (0..k).map(|_| v.swap_remove(rng.below(v.len()))).collect()
+    (0..k).map(|_| v.swap_remove(rng.index(v.len()))).collect()
 }
 
 /// The longest single-entry ADD (by thread CPU time) while a queue was filled.
@@ -229,7 +231,7 @@ impl Loaded {
             t[0] += w * timed(KEVENT_CTL_ADD, &adds, c as u64, &self.q);
             self.registered.extend_from_slice(&adds);
             let picks: Vec<u64> = (0..k)
-                .map(|_| self.registered[rng.below(self.registered.len())])
+                .map(|_| self.registered[rng.index(self.registered.len())])
                 .collect();
             t[1] += w * timed(KEVENT_CTL_MODIFY, &picks, c as u64, &self.q);
             let removes = take_random(&mut self.registered, k, rng);
@@ -275,7 +277,7 @@ impl BareMap {
             t[0] += w * (os::now_ns() - start);
             self.registered.extend_from_slice(&adds);
             let picks: Vec<u64> = (0..k)
-                .map(|_| self.registered[rng.below(self.registered.len())])
+                .map(|_| self.registered[rng.index(self.registered.len())])
                 .collect();
             let start = os::now_ns();
             for &id in &picks {
@@ -351,7 +353,7 @@ impl EpollLoaded {
             t[0] += w * timed(libc::EPOLL_CTL_ADD, &adds, c as u64);
             self.registered.extend_from_slice(&adds);
             let picks: Vec<RawFd> = (0..k)
-                .map(|_| self.registered[rng.below(self.registered.len())])
+                .map(|_| self.registered[rng.index(self.registered.len())])
                 .collect();
             t[1] += w * timed(libc::EPOLL_CTL_MOD, &picks, c as u64);
             let removes = take_random(&mut self.registered, k, rng);

@@ -1,6 +1,8 @@
 //! Summaries of repeated measurements: median with min and max, medians with 95% bootstrap
 //! intervals, and percentiles.
 
+use kevent_test_rng::Rng;
+
 use crate::json::Json;
 
 /// The median, minimum and maximum of a set of samples (one sample per timed block).
@@ -60,38 +62,6 @@ impl Summary {
     }
 }
 
-/// A small deterministic PRNG (splitmix64).
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from `seed`.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A value in `0..n`.
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// Shuffles `v` (Fisher–Yates).
-    pub fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            v.swap(i, self.below(i + 1));
-        }
-    }
-}
-
 /// Resamples drawn for a bootstrap interval.
 pub const BOOTSTRAP_RESAMPLES: usize = 4000;
 
@@ -133,7 +103,7 @@ impl Interval {
         let mut medians: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
             .map(|_| {
                 for x in resample.iter_mut() {
-                    *x = v[rng.below(v.len())];
+                    *x = v[rng.index(v.len())];
                 }
                 resample.sort_by(f64::total_cmp);
                 median_sorted(&resample)

@@ -1,8 +1,8 @@
 //! A registered kevent: the caller's ukevent plus the queue's bookkeeping for it.
 
-use kevent_sys::{kevent_id, ukevent};
+use kevent_sys::{Key, kevent_id, ukevent};
 
-use crate::registry::{Key, Keyed};
+use crate::registry::Keyed;
 use crate::source::Source;
 
 /// What the caller registered, without the ukevent's result fields (12 bytes a kevent
@@ -80,7 +80,7 @@ impl Kevent {
 
 impl Keyed for Kevent {
     fn key(&self) -> Key {
-        (self.uk.type_, self.uk.id)
+        Key::from_raw(self.uk.type_, self.uk.id)
     }
 }
 

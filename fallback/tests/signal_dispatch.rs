@@ -900,22 +900,15 @@ fn s5_signal_invalid_signo_einval() {
 
 /// Three pages: read-write, inaccessible, read-only; leaked (the child exits).
 fn test_pages() -> *mut u8 {
-    // SAFETY: a new private anonymous mapping of our own; mprotect only changes its pages.
+    let map = kevent_sys::mem::AnonMap::new(3 * 4096).unwrap();
+    // SAFETY: a fresh mapping, no reference into it.
     unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            3 * 4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        let p = p.cast::<u8>();
-        assert_eq!(libc::mprotect(p.add(4096).cast(), 4096, libc::PROT_NONE), 0);
-        assert_eq!(libc::mprotect(p.add(8192).cast(), 4096, libc::PROT_READ), 0);
-        p
+        map.protect(4096, 4096, kevent_sys::mem::Prot::None)
+            .unwrap();
+        map.protect(8192, 4096, kevent_sys::mem::Prot::Read)
+            .unwrap();
     }
+    map.leak().as_ptr()
 }
 
 /// A bad copy through safecopy gives EFAULT, and is invisible to a SIGNAL kevent watching

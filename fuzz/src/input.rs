@@ -1,5 +1,7 @@
 //! Reading decisions out of the fuzzer's bytes, and the deterministic input generator.
 
+use kevent_test_rng::Rng;
+
 /// The fuzzer's input as a stream of decisions. Past its end every read gives 0, so any
 /// prefix of an input is itself a valid (shorter) input: libFuzzer's mutations and shrinking
 /// work on it directly.
@@ -72,31 +74,11 @@ impl<'a> Src<'a> {
     }
 }
 
-/// SplitMix64: a small, fixed PRNG, so the deterministic corpus is the same on every machine.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> SplitMix64 {
-        SplitMix64(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 /// Input number `index` of the deterministic corpus for `seed`: 8 to 600 random bytes. The
 /// harness decodes bytes structurally (every byte is a choice), so uniform bytes already
 /// reach deep sequences: init with a ring, ADD, READY, wait, commit.
 pub fn generate(seed: u64, index: u64) -> Vec<u8> {
-    let mut rng = SplitMix64::new(seed ^ index.wrapping_mul(0xD1B5_4A32_D192_ED03));
+    let mut rng = Rng::new(seed ^ index.wrapping_mul(0xD1B5_4A32_D192_ED03));
     let len = 8 + (rng.next_u64() % 593) as usize;
     let mut v = Vec::with_capacity(len + 8);
     while v.len() < len {

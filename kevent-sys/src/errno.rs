@@ -89,6 +89,21 @@ impl Errno {
             .unwrap_or(Errno::EIO)
     }
 
+    /// Sets the calling thread's `errno` to this number: the one place a crate of the
+    /// project writes it (the C library's `-1`/`errno` returns, the epoll shim's).
+    ///
+    /// ```
+    /// use kevent_sys::Errno;
+    /// Errno::EBADF.set_last();
+    /// assert_eq!(Errno::last(), Errno::EBADF);
+    /// ```
+    pub fn set_last(self) {
+        // SAFETY: `__errno_location()` (glibc and musl) returns a valid, aligned pointer to
+        // the calling thread's `errno`, live for the thread's lifetime; only this thread
+        // writes through it.
+        unsafe { *libc::__errno_location() = self.0 };
+    }
+
     /// The symbolic name (`"EBADF"`) when this crate knows it.
     pub fn name(self) -> Option<&'static str> {
         errno_name(self.0)

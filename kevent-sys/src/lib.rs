@@ -10,6 +10,7 @@
 //! * [`ring`], the one definition of the ring protocol (header orderings, slot addressing,
 //!   occupancy, the D13 commit rule); [`FOREVER`] (D6); the SIGNAL id encoding
 //!   ([`kevent_id::signal`]); [`names`], the one table of flag names.
+//! * [`mem`], the one anonymous memory mapping (rings, guard pages).
 //!
 //! No other crate re-declares an ABI structure or constant: they all come from here.
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -22,6 +23,7 @@ compile_error!(
 pub mod detect;
 mod errno;
 mod key;
+pub mod mem;
 pub mod names;
 pub mod ring;
 mod structs;

@@ -536,7 +536,9 @@ impl Queue {
     /// is still ready come back in every call (**D7**); occurrences (timer expiries, signals,
     /// marks) are consumed by the call that reports them. If the queue has a ring, each event
     /// is also written to the ring (and carries `COPY_FAILED` if the ring is full), so a queue
-    /// with a ring is best consumed through [`Queue::ring`] or [`Queue::shared_ring`].
+    /// with a ring is best consumed through [`Queue::ring`] or [`Queue::shared_ring`]. A
+    /// queue with an asynchronous ring refuses it ([`Op::GetEvents`], `EINVAL`, P38): read
+    /// it through [`Queue::async_ring`].
     ///
     /// # Errors
     ///

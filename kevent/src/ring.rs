@@ -28,9 +28,10 @@
 //!
 //! This module holds the crate's unsafe code for ring memory and for adopting the queue fd:
 //!
-//! * [`RingMem`] is an anonymous `mmap` of `8 + n * 40` bytes, 8-aligned, owned by the queue.
-//!   It is only ever accessed through its [`RingView`] (atomics for the two indices, raw slot
-//!   pointers), never through `&mut`, because the producer writes it behind Rust's back.
+//! * [`RingMem`] is an anonymous mapping ([`AnonMap`]) of `8 + n * 40` bytes, page-aligned,
+//!   owned by the queue. It is only ever accessed through its [`RingView`] (atomics for the
+//!   two indices, raw slot pointers), never through `&mut`, because the producer writes it
+//!   behind Rust's back.
 //! * The memory must stay valid until the queue fd *and every duplicate of it* are closed
 //!   (`kevent_init`'s contract). The queue closes its fd before the ring is dropped (field
 //!   order of `Inner`). A duplicate made with `as_fd().try_clone_to_owned()` (safe code) could
@@ -48,11 +49,11 @@
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use kevent_sys::Errno;
+use kevent_sys::mem::AnonMap;
 use kevent_sys::ring::{self, RingView};
 
 use crate::error::{Error, Op, Result};
@@ -70,9 +71,19 @@ pub const MAX_RING_SIZE: u32 = 1 << 22;
 pub(crate) struct RingMem {
     view: RingView,
     n: u32,
-    len: usize,
-    /// Keep the address range reserved (PROT_NONE) instead of unmapping it on drop.
-    tombstone: bool,
+    /// The mapping, kept as an inaccessible reservation instead of unmapped on drop where
+    /// a duplicate fd is a queue (the module's `# Safety`).
+    _map: AnonMap,
+}
+
+/// A ring's mapping of `len` bytes: reserved (inaccessible) instead of unmapped on drop
+/// where a duplicate fd is a queue (the module's `# Safety`).
+fn mapping(len: usize, backend: &Backend) -> std::result::Result<AnonMap, Errno> {
+    let mut map = AnonMap::new(len)?;
+    if backend.dup_is_queue() {
+        map.reserve_on_drop();
+    }
+    Ok(map)
 }
 
 /// The `kevent_init` flag a ring needs: 0, or `KEVENT_INIT_ASYNC_RING` (P38).
@@ -99,16 +110,14 @@ impl RingMem {
         if !(2..=MAX_RING_SIZE).contains(&n) {
             return Err(Errno::EINVAL);
         }
-        let len = kevent_sys::ring_bytes(n).ok_or(Errno::EINVAL)?;
-        let base = map(len)?;
+        let map = mapping(kevent_sys::ring_bytes(n).ok_or(Errno::EINVAL)?, backend)?;
         Ok(RingMem {
             // SAFETY: our fresh mapping of `ring_bytes(n)` bytes, page-aligned, lives until
             // `drop` (which runs after the queue fd is closed); nothing references it but
             // this view.
-            view: unsafe { RingView::new(base, n) },
+            view: unsafe { RingView::new(map.base().cast(), n) },
             n,
-            len,
-            tombstone: backend.dup_is_queue(),
+            _map: map,
         })
     }
 
@@ -122,16 +131,14 @@ impl RingMem {
     /// ([`Queue::try_clone`](crate::Queue::try_clone)) or call lives, and on native it is
     /// then replaced by an inaccessible reservation, as an ordinary native ring is.
     pub(crate) fn new_async(n: u32, backend: &Backend) -> std::result::Result<RingMem, Errno> {
-        let len = ring::async_ring_bytes(n).ok_or(Errno::EINVAL)?;
-        let base = map(len)?;
+        let map = mapping(ring::async_ring_bytes(n).ok_or(Errno::EINVAL)?, backend)?;
         Ok(RingMem {
             // SAFETY: our fresh mapping of `async_ring_bytes(n)` bytes, page-aligned, lives
             // until `drop` (after the queue fd is closed); nothing references it but this
             // view.
-            view: unsafe { RingView::new_async(base, n) },
+            view: unsafe { RingView::new_async(map.base().cast(), n) },
             n,
-            len,
-            tombstone: backend.dup_is_queue(),
+            _map: map,
         })
     }
 
@@ -207,51 +214,6 @@ impl RingMem {
         // (the caller's guarantee).
         unsafe { std::slice::from_raw_parts(self.view.slot(first).cast::<Event>(), len) }
     }
-}
-
-impl Drop for RingMem {
-    fn drop(&mut self) {
-        let p = self.view.base().as_ptr().cast::<libc::c_void>();
-        if self.tombstone {
-            // SAFETY: replaces our own mapping (same address and length) by an inaccessible
-            // reservation: nothing in this process references it any more (the queue fd is
-            // closed), and a producer that still writes through a duplicate fd gets EFAULT.
-            unsafe {
-                libc::mmap(
-                    p,
-                    self.len,
-                    libc::PROT_NONE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
-                    -1,
-                    0,
-                )
-            };
-        } else {
-            // SAFETY: unmaps exactly our own mapping, which nothing references any more: the
-            // queue fd is closed, and no duplicate fd is a queue for the fallback.
-            unsafe { libc::munmap(p, self.len) };
-        }
-    }
-}
-
-/// A fresh anonymous read-write mapping of `len` bytes (zeroed).
-fn map(len: usize) -> std::result::Result<NonNull<kevent_sys::kevent_ring>, Errno> {
-    // SAFETY: an anonymous private mapping at an address the kernel chooses touches no
-    // existing memory; the result is checked for MAP_FAILED below.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(Errno::last());
-    }
-    NonNull::new(p.cast()).ok_or(Errno::ENOMEM)
 }
 
 /// `kevent_init(ring, n, flags)` through `backend`, adopting the new fd (`flags` is

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use kevent::{Events, Queue, Timeout, Timer, Timers};
+use kevent::{Errno, Events, Key, Queue, Timeout, Timer, Timers};
 
 const COOKIE: u64 = u64::MAX - 7;
 
@@ -122,6 +122,61 @@ fn p31_coexists_with_plain_timers() {
             theirs = true;
         }
     }
+}
+
+/// The key of a one-shot TIMER of `after` (a key names no queue: asked of a queue of its own).
+fn timer_key(after: Duration) -> Key {
+    Queue::new()
+        .unwrap()
+        .add(Timer::oneshot(after))
+        .unwrap()
+        .key()
+}
+
+/// P31's `EEXIST` retry: when the driver's interval is taken by a TIMER the application added
+/// on the same queue, the next nanosecond is tried, up to 64 times; with all 64 taken, the
+/// insert fails with `EEXIST` and keeps nothing. (The resolution of a minute makes the
+/// driver's interval exact whatever the machine's speed: the deadline is 3630 s away, so
+/// the time left rounds up to 3660 s unless the insert took more than 30 s.)
+#[test]
+fn p31_driver_takes_the_next_free_nanosecond_on_eexist() {
+    let taken = Duration::from_secs(3660);
+    let ns = |i: u64| taken + Duration::from_nanos(i);
+    let resolution = Duration::from_secs(60);
+    let deadline = || Instant::now() + Duration::from_secs(3630);
+
+    // Three intervals taken: the driver is armed at the fourth.
+    let q = Queue::new().unwrap();
+    let mine: Vec<_> = (0..3)
+        .map(|i| q.add(Timer::oneshot(ns(i)).token(1)).unwrap())
+        .collect();
+    let mut t = Timers::new(&q, COOKIE).unwrap();
+    t.set_resolution(resolution);
+    let id = t.insert(deadline(), 7).unwrap();
+    assert_eq!(t.driver_key(), Some(timer_key(ns(3))));
+    assert!(mine.iter().all(|r| Some(r.key()) != t.driver_key()));
+    assert_eq!(t.cancel(id), Some(7));
+
+    // All 64 tries taken: EEXIST, and the deadline is not kept.
+    let q = Queue::new().unwrap();
+    let mut mine: Vec<_> = (0..64)
+        .map(|i| q.add(Timer::oneshot(ns(i)).token(1)).unwrap())
+        .collect();
+    let mut t = Timers::new(&q, COOKIE).unwrap();
+    t.set_resolution(resolution);
+    let err = t.insert(deadline(), 8).unwrap_err();
+    assert_eq!(err.errno(), Some(Errno::EEXIST), "{err}");
+    assert!(
+        t.is_empty(),
+        "a deadline that could not be armed is not kept"
+    );
+    assert_eq!(t.driver_key(), None);
+
+    // The last of the 64 freed: the 64th try takes it.
+    drop(mine.pop());
+    t.insert(deadline(), 9).unwrap();
+    assert_eq!(t.driver_key(), Some(timer_key(ns(63))));
+    assert_eq!(t.len(), 1);
 }
 
 /// 10^5 deadlines: inserted, half of them reset, all expired exactly once, with one kernel

@@ -1,11 +1,5 @@
 //! The one conversion from `Result<_, Errno>` to the C convention: the value, or `-1` with
-//! `errno` set.
-//!
-//! # Safety
-//!
-//! Writes the calling thread's `errno` through `__errno_location()`, which glibc and musl
-//! define to return a pointer to that thread's `errno`, valid for the thread's lifetime.
-#![allow(unsafe_code)]
+//! `errno` set (by [`Errno::set_last`]).
 
 use std::os::raw::c_int;
 
@@ -36,19 +30,12 @@ impl CValue for () {
     }
 }
 
-/// Sets the calling thread's `errno`.
-pub(crate) fn set_errno(e: Errno) {
-    // SAFETY: `__errno_location()` returns a valid, aligned pointer to this thread's `errno`
-    // (module docs); only this thread writes it.
-    unsafe { *libc::__errno_location() = e.raw() };
-}
-
 /// `Ok(v)` → `v` (errno untouched); `Err(e)` → `-1` with `errno = e`.
 pub(crate) fn c_return<T: CValue>(r: Result<T, Errno>) -> c_int {
     match r.and_then(CValue::into_c) {
         Ok(v) => v,
         Err(e) => {
-            set_errno(e);
+            e.set_last();
             -1
         }
     }
@@ -60,7 +47,7 @@ pub(crate) fn c_return_ll(r: Result<u64, Errno>) -> std::os::raw::c_longlong {
     match r.and_then(|v| std::os::raw::c_longlong::try_from(v).map_err(|_| Errno::EOVERFLOW)) {
         Ok(v) => v,
         Err(e) => {
-            set_errno(e);
+            e.set_last();
             -1
         }
     }
@@ -72,7 +59,7 @@ mod tests {
 
     #[test]
     fn ok_passes_the_value_and_leaves_errno() {
-        set_errno(Errno::EAGAIN);
+        Errno::EAGAIN.set_last();
         assert_eq!(c_return(Ok(7u32)), 7);
         assert_eq!(c_return(Ok::<c_int, Errno>(3)), 3);
         assert_eq!(c_return(Ok(())), 0);
@@ -89,7 +76,7 @@ mod tests {
 
     #[test]
     fn long_long_return_is_the_value_or_minus_one_and_errno() {
-        set_errno(Errno::EAGAIN);
+        Errno::EAGAIN.set_last();
         assert_eq!(c_return_ll(Ok(1 << 40)), 1 << 40);
         assert_eq!(Errno::last(), Errno::EAGAIN);
         assert_eq!(c_return_ll(Err(Errno::ENOSYS)), -1);

@@ -76,12 +76,12 @@ isolated_test! {
             );
         }
         eprintln!("{} of {} entries failed with EMFILE at the fd limit", back.len(), entries.len());
-        let failed: Vec<(u32, u64)> = back.iter().map(|e| (e.type_, e.id.as_u64())).collect();
+        let failed: Vec<Key> = back.iter().map(Key::of).collect();
         // Nothing half-registered: each failed entry is unknown to REMOVE; each other one
         // is registered.
         let rm = q.ctl_in_place(KEVENT_CTL_REMOVE, &entries);
         for e in &rm {
-            if failed.contains(&(e.type_, e.id.as_u64())) {
+            if failed.contains(&Key::of(e)) {
                 assert!(Want::of(e).broken(Errno::ENOENT).matches(e), "half-registered: {e:?}");
             } else {
                 assert_eq!(e.ret_flags, KEVENT_RET_DONE, "not registered: {e:?}");

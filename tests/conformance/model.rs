@@ -46,8 +46,6 @@ enum Kind {
     Aio,
 }
 
-type Key = (u32, u64);
-
 thread_local! {
     /// The ids `kevent_aio_sendfile` returned in the current sequence, in order (the engine
     /// chooses them; the model only learns them).
@@ -66,19 +64,19 @@ fn key(kind: Kind, id: u8) -> Key {
             } else {
                 ids[id as usize % ids.len()]
             };
-            (KEVENT_AIO, aio)
+            Key::from_raw(KEVENT_AIO, aio)
         }),
-        Kind::User => (KEVENT_UNOTIFY, id as u64),
-        Kind::Timer => (
+        Kind::User => Key::user(id as u64),
+        Kind::Timer => Key::from_raw(
             KEVENT_TIMER,
             kevent_id::from_raw([3600 + id as u32, 0]).as_u64(),
         ),
-        Kind::Ghost => (KEVENT_INODE, id as u64),
+        Kind::Ghost => Key::from_raw(KEVENT_INODE, id as u64),
     }
 }
 
 fn ukev(k: Key, event: u32, req: u32, cookie: u64) -> ukevent {
-    let mut e = ukevent::new(k.0, kevent_id::from_u64(k.1), event, req);
+    let mut e = ukevent::new(k.raw_type(), kevent_id::from_u64(k.id()), event, req);
     e.set_cookie(cookie);
     e
 }
@@ -287,7 +285,7 @@ struct Model {
 
 /// Checks a delivered event against the model and applies the delivery.
 fn deliver(m: &mut Model, e: &ukevent, seen: &mut BTreeSet<Key>) -> Result<Key, String> {
-    let k = (e.type_, e.id.as_u64());
+    let k = Key::of(e);
     let reg = *m
         .regs
         .get(&k)
@@ -310,7 +308,7 @@ fn deliver(m: &mut Model, e: &ukevent, seen: &mut BTreeSet<Key>) -> Result<Key, 
     if e.ret_flags & KEVENT_RET_BROKEN != 0 {
         return Err(format!("delivered BROKEN {e:?}"));
     }
-    if k.0 == KEVENT_AIO && e.ret_data != [0, 0] {
+    if k.raw_type() == KEVENT_AIO && e.ret_data != [0, 0] {
         return Err(format!(
             "a 0-byte transfer reported {:?} bytes: {e:?}",
             e.ret_data
@@ -363,7 +361,7 @@ fn step(q: &Queue, m: &mut Model, op: &Op) -> Result<(), String> {
                         cookie,
                         event,
                     } => ukev(key(kind, id), event, req, cookie),
-                    Entry::BadType { type_, id } => ukev((type_, id as u64), 1, 0, 5),
+                    Entry::BadType { type_, id } => ukev(Key::from_raw(type_, id as u64), 1, 0, 5),
                 })
                 .collect();
             let n = q
@@ -395,7 +393,7 @@ fn step(q: &Queue, m: &mut Model, op: &Op) -> Result<(), String> {
                         }
                     }
                     Entry::BadType { type_, id } => {
-                        expect.push(((type_, id as u64), Errno::ENOSYS))
+                        expect.push((Key::from_raw(type_, id as u64), Errno::ENOSYS))
                     }
                 }
             }
@@ -407,7 +405,7 @@ fn step(q: &Queue, m: &mut Model, op: &Op) -> Result<(), String> {
             );
             for (got, (k, err)) in arr.iter().zip(&expect) {
                 check!(
-                    (got.type_, got.id.as_u64()) == *k
+                    Key::of(got) == *k
                         && got.ret_flags == KEVENT_RET_BROKEN | KEVENT_RET_DONE
                         && got.ret_data[1] == err.negated(),
                     "ADD write-back {got:?}, expected {k:?} failing with {err:?}"
@@ -417,7 +415,7 @@ fn step(q: &Queue, m: &mut Model, op: &Op) -> Result<(), String> {
         Op::Remove(keys) | Op::Ready(keys) => {
             let remove = matches!(op, Op::Remove(_));
             let ks: Vec<Key> = keys.iter().map(|&(kind, id)| key(kind, id)).collect();
-            let mut arr: Vec<ukevent> = ks.iter().map(|&k| ukev(k, 1, 0, k.1 ^ 0xabc)).collect();
+            let mut arr: Vec<ukevent> = ks.iter().map(|&k| ukev(k, 1, 0, k.id() ^ 0xabc)).collect();
             let cmd = if remove {
                 KEVENT_CTL_REMOVE
             } else {
@@ -433,9 +431,9 @@ fn step(q: &Queue, m: &mut Model, op: &Op) -> Result<(), String> {
                 for (got, k) in arr.iter().zip(&ks) {
                     let found = m.regs.remove(k).is_some();
                     let want = if found {
-                        Want::new(k.0, k.1).flags(KEVENT_RET_DONE)
+                        Want::new(k.raw_type(), k.id()).flags(KEVENT_RET_DONE)
                     } else {
-                        Want::new(k.0, k.1).broken(Errno::ENOENT)
+                        Want::new(k.raw_type(), k.id()).broken(Errno::ENOENT)
                     };
                     check!(
                         want.matches(got),
@@ -457,7 +455,7 @@ fn step(q: &Queue, m: &mut Model, op: &Op) -> Result<(), String> {
                 check!(n == marked, "READY returned {n}, expected {marked}");
                 for (got, k) in arr.iter().zip(&missing) {
                     check!(
-                        (got.type_, got.id.as_u64(), got.cookie()) == (k.0, k.1, k.1 ^ 0xabc),
+                        (Key::of(got), got.cookie()) == (*k, k.id() ^ 0xabc),
                         "READY: entry not found should be copied to the start: {got:?}, expected {k:?}"
                     );
                 }
@@ -479,7 +477,7 @@ fn step(q: &Queue, m: &mut Model, op: &Op) -> Result<(), String> {
             match m.regs.get_mut(&k) {
                 Some(r) => {
                     // D18: a request is gone after its one event, whatever MODIFY says.
-                    r.req = if k.0 == KEVENT_AIO {
+                    r.req = if k.raw_type() == KEVENT_AIO {
                         *req | KEVENT_REQ_ONESHOT
                     } else {
                         *req
@@ -493,7 +491,9 @@ fn step(q: &Queue, m: &mut Model, op: &Op) -> Result<(), String> {
                     );
                 }
                 None => check!(
-                    Want::new(k.0, k.1).broken(Errno::ENOENT).matches(&arr[0]),
+                    Want::new(k.raw_type(), k.id())
+                        .broken(Errno::ENOENT)
+                        .matches(&arr[0]),
                     "MODIFY of unregistered {k:?} wrote back {:?}",
                     arr[0]
                 ),
@@ -526,7 +526,7 @@ fn step(q: &Queue, m: &mut Model, op: &Op) -> Result<(), String> {
                         );
                         let slot = q.slot((r.k % r.n) as u32);
                         check!(
-                            (slot.type_, slot.id.as_u64(), slot.cookie()) == (k.0, k.1, e.cookie()),
+                            (Key::of(&slot), slot.cookie()) == (k, e.cookie()),
                             "ring slot {} holds {slot:?}, buf has {e:?}",
                             r.k % r.n
                         );
@@ -672,7 +672,7 @@ fn step(q: &Queue, m: &mut Model, op: &Op) -> Result<(), String> {
                 "AIO id {id} is 0, too large, or not unique in this queue"
             );
             m.regs.insert(
-                (KEVENT_AIO, id),
+                Key::from_raw(KEVENT_AIO, id),
                 Reg {
                     req: KEVENT_REQ_ONESHOT,
                     cookie: 0,
@@ -880,15 +880,19 @@ fn base_seed() -> u64 {
     }
 }
 
+/// `KEVENT_MODEL_REPLAY=<seed>`: replay the one case a failure printed.
+fn replay_seed() -> Option<u64> {
+    std::env::var("KEVENT_MODEL_REPLAY").ok().map(|v| {
+        let v = v.trim_start_matches("0x");
+        u64::from_str_radix(v, 16).expect("KEVENT_MODEL_REPLAY: the hex seed a failure printed")
+    })
+}
+
 /// Runs `cases()` random sequences; on a failure, shrinks it and panics with the minimal
 /// sequence and its seed.
 fn explore(b: Backend, test: &str, with_ring: bool) {
     let base = base_seed() ^ if with_ring { 0x1111 } else { 0x2222 };
-    // KEVENT_MODEL_REPLAY=<seed>: replay the one case a failure printed.
-    let replay: Option<u64> = std::env::var("KEVENT_MODEL_REPLAY").ok().map(|v| {
-        let v = v.trim_start_matches("0x");
-        u64::from_str_radix(v, 16).expect("KEVENT_MODEL_REPLAY: the hex seed a failure printed")
-    });
+    let replay = replay_seed();
     let n_cases = if replay.is_some() { 1 } else { cases() };
     let start = Instant::now();
     let mut ops_total = 0usize;
@@ -1352,10 +1356,7 @@ fn run_async(
 
 fn explore_async(b: Backend, test: &str) {
     let base = base_seed() ^ 0x3333;
-    let replay: Option<u64> = std::env::var("KEVENT_MODEL_REPLAY").ok().map(|v| {
-        u64::from_str_radix(v.trim_start_matches("0x"), 16)
-            .expect("KEVENT_MODEL_REPLAY: the hex seed a failure printed")
-    });
+    let replay = replay_seed();
     // Each case runs threads and a close (tens of ms): a 25th of the sequential count.
     let n_cases = if replay.is_some() {
         1

@@ -52,8 +52,8 @@ backend_test! {
     /// (before any memory check), and no other `kevent_init` flag (D1).
     fn p38_init_limits_are_einval(b) {
         require_async_ring!(b);
-        let map = AnonMap::new(ring::async_ring_bytes(64).unwrap());
-        let mem = map.ptr();
+        let map = mem::AnonMap::new(ring::async_ring_bytes(64).unwrap()).unwrap();
+        let mem = map.base().as_ptr().cast();
         let f = KEVENT_INIT_ASYNC_RING;
         assert_eq!(c_init(b, std::ptr::null_mut(), 0, f), Err(Errno::EINVAL), "NULL, 0");
         assert_eq!(c_init(b, std::ptr::null_mut(), 8, f), Err(Errno::EINVAL), "NULL, 8");
@@ -77,12 +77,12 @@ backend_test! {
     /// `EFAULT`.
     fn p38_init_needs_the_tail_mapped(b) {
         require_async_ring!(b);
-        // SAFETY: sysconf takes no pointers.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        let map = AnonMap::new(2 * page);
-        map.unmap_from(page);
-        let mem = map.ptr();
-        // Entries end exactly at the page end: the 8-byte tail falls on the unmapped page.
+        let page = mem::page_size();
+        let map = mem::AnonMap::new(2 * page).unwrap();
+        // SAFETY: no reference into the second page exists.
+        unsafe { map.protect(page, page, mem::Prot::None) }.unwrap();
+        let mem = map.base().as_ptr().cast::<libc::c_void>();
+        // Entries end exactly at the page end: the 8-byte tail falls on the inaccessible page.
         let n = 2;
         let ring = mem.cast::<u8>().wrapping_add(page - (8 + 40 * n as usize)).cast();
         assert_eq!(c_init(b, ring, n, KEVENT_INIT_ASYNC_RING), Err(Errno::EFAULT));
@@ -91,9 +91,11 @@ backend_test! {
         let fd = c_init(b, ring, n, KEVENT_INIT_ASYNC_RING).expect("a ring that fits");
         close(fd);
         // A read-only mapping.
-        let ro = AnonMap::new(page);
-        ro.read_only();
-        assert_eq!(c_init(b, ro.ptr(), n, KEVENT_INIT_ASYNC_RING), Err(Errno::EFAULT));
+        let ro = mem::AnonMap::new(page).unwrap();
+        // SAFETY: no reference into the mapping exists.
+        unsafe { ro.protect(0, page, mem::Prot::Read) }.unwrap();
+        let ro_ptr = ro.base().as_ptr().cast();
+        assert_eq!(c_init(b, ro_ptr, n, KEVENT_INIT_ASYNC_RING), Err(Errno::EFAULT));
     }
 
     /// P38: `kevent_get_events` on an asynchronous queue is `EINVAL` (its events are read from
@@ -155,6 +157,33 @@ backend_test! {
         // Nothing more: a wait with a short timeout gains nothing.
         assert_eq!(q.wait(8, uidx, &ms(30)), Ok(0));
         assert_eq!(q.kidx(), uidx);
+    }
+
+    /// P38 producer, where events occur: natively an edge-triggered PIPE kevent (no
+    /// LAST_CHECK) and a TIMER are posted by their wake-up, so they appear in the ring while
+    /// no call runs; on the fallback they enter at its next call (P41), here the consumer's
+    /// `kevent_wait`. Either way each arrives once.
+    fn p38_occurrences_and_edge_events_are_posted_where_they_occur(b) {
+        require_async_ring!(b);
+        use std::os::fd::AsRawFd;
+        let q = Queue::with_async_ring(b, 8);
+        let (r, w) = pipe();
+        let edge = on_fd(KEVENT_PIPE, r.as_raw_fd(), KEVENT_SOCKET_RECV, KEVENT_REQ_ET);
+        let t = timer(0, 5_000_000, KEVENT_REQ_ONESHOT);
+        q.add_ok(&[edge, t]);
+        assert_eq!(write_fd(w.as_raw_fd(), b"z"), 1);
+        let mut uidx = 0;
+        let got = if b.is_native() {
+            // No call at all until both are there (bounded: the bug would be a hang).
+            let start = Instant::now();
+            while ring::occupancy(8, q.kidx(), 0) < 2 && start.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            q.consume(&mut uidx)
+        } else {
+            q.consume_until(&mut uidx, 2, Duration::from_secs(10))
+        };
+        expect_events(&got, &[Want::of(&edge), Want::of(&t)]);
     }
 
     /// P38 full ring: events that find no free slot stay queued (never dropped, never
@@ -413,6 +442,25 @@ backend_test! {
 }
 
 isolated_test! {
+    /// P38 + spec section 3: once the queue fd is closed, every call on the number is
+    /// `EBADF` before any other check (`kevent_get_events`' EINVAL, a stale `old_uidx`).
+    /// In a child process, so that no other test takes the number meanwhile.
+    fn p38_closed_async_queue_is_ebadf_first(b) {
+        require_async_ring!(b);
+        let mut q = Queue::with_async_ring(b, 8);
+        add_users(&q, [1]);
+        q.ready_ids(&[1]);
+        let fd = q.fd;
+        q.close();
+        let mut buf = [ukevent::default(); 4];
+        assert_eq!(b.get_events(fd, 1, &mut buf, &ZERO, 0), Err(Errno::EBADF));
+        assert_eq!(b.wait(fd, 1, 1, &ZERO, 0), Err(Errno::EBADF));
+        assert_eq!(b.wait(fd, 1, 0, &ZERO, 0), Err(Errno::EBADF));
+        assert_eq!(b.commit(fd, 1, 0), Err(Errno::EBADF));
+        let mut e = [user(1, 0)];
+        assert_eq!(b.ctl(fd, KEVENT_CTL_READY, &mut e), Err(Errno::EBADF));
+    }
+
     /// P38 + D11: after `fork()` the child's copy of an asynchronous queue fd is `EBADF` on
     /// every call, and the parent's ring goes on working.
     fn p38_fork_child_gets_ebadf(b) {

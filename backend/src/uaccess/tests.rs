@@ -3,6 +3,7 @@
 use super::*;
 use std::mem::size_of;
 
+use kevent_sys::mem::{AnonMap, Prot, page_size};
 use kevent_sys::{kevent_ring, ukevent};
 
 use super::events::{MAX_OUT, ZERO_EVENT};
@@ -43,28 +44,26 @@ struct Pages {
     rw: *mut u8,
     ro: *mut u8,
     page: usize,
+    /// The two mappings, unmapped when the pages are dropped.
+    _maps: [AnonMap; 2],
 }
 
 impl Pages {
     fn new() -> Pages {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        // SAFETY: anonymous mappings at an address of the kernel's choice; the second page
-        // of `rw` is made inaccessible, a hole right after the first page.
+        let page = page_size();
+        let rw = AnonMap::new(2 * page).unwrap();
+        let ro = AnonMap::new(page).unwrap();
+        // SAFETY: fresh mappings, no reference into them; the second page of `rw` becomes a
+        // hole right after the first page.
         unsafe {
-            let prot = libc::PROT_READ | libc::PROT_WRITE;
-            let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
-            let rw = libc::mmap(std::ptr::null_mut(), 2 * page, prot, flags, -1, 0);
-            assert_ne!(rw, libc::MAP_FAILED);
-            let hole = rw.cast::<u8>().add(page).cast();
-            assert_eq!(libc::mprotect(hole, page, libc::PROT_NONE), 0);
-            let ro = libc::mmap(std::ptr::null_mut(), page, libc::PROT_READ, flags, -1, 0);
-            assert_ne!(ro, libc::MAP_FAILED);
-            Pages {
-                rw: rw.cast(),
-                ro: ro.cast(),
-                page,
-            }
+            rw.protect(page, page, Prot::None).unwrap();
+            ro.protect(0, page, Prot::Read).unwrap();
+        }
+        Pages {
+            rw: rw.base().as_ptr(),
+            ro: ro.base().as_ptr(),
+            page,
+            _maps: [rw, ro],
         }
     }
 
@@ -73,16 +72,6 @@ impl Pages {
         self.rw
             .wrapping_add(self.page - n * size_of::<ukevent>())
             .cast()
-    }
-}
-
-impl Drop for Pages {
-    fn drop(&mut self) {
-        // SAFETY: the mappings made in `new`.
-        unsafe {
-            libc::munmap(self.rw.cast(), 2 * self.page);
-            libc::munmap(self.ro.cast(), self.page);
-        }
     }
 }
 

@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use kevent_sys::Errno;
+use kevent_sys::mem::{AnonMap, page_size};
 
 use super::{Dir, USE_PIPE, VM_PROBED};
 
@@ -40,31 +41,13 @@ pub(super) fn probe_process_vm() {
 pub(super) fn own_pid() -> libc::pid_t {
     static SLOT: OnceLock<Option<&'static AtomicI32>> = OnceLock::new();
     let slot = SLOT.get_or_init(|| {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(64) as usize;
-        // SAFETY: a new private anonymous mapping at an address of the kernel's choice.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                page,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return None;
-        }
-        // SAFETY: `p` is the page just mapped; madvise only changes its fork behaviour.
-        if unsafe { libc::madvise(p, page, libc::MADV_WIPEONFORK) } != 0 {
-            // SAFETY: the page just mapped, not shared with anyone.
-            unsafe { libc::munmap(p, page) };
-            return None;
-        }
+        let map = AnonMap::new(page_size()).ok()?;
+        // Without the advice (unmapped again on return), nothing is cached.
+        map.wipe_on_fork().ok()?;
+        let p = map.leak();
         // SAFETY: the page is zeroed (a valid `AtomicI32` 0), page-aligned, never unmapped
         // (so `'static`), and only ever accessed through this atomic.
-        Some(unsafe { &*p.cast::<AtomicI32>() })
+        Some(unsafe { p.cast::<AtomicI32>().as_ref() })
     });
     // SAFETY: getpid has no preconditions.
     let getpid = || unsafe { libc::getpid() };

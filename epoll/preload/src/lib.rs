@@ -173,8 +173,7 @@ fn lookup(epfd: RawFd) -> Option<Arc<Epoll>> {
 }
 
 fn fail(e: Errno) -> c_int {
-    // SAFETY: errno is this thread's.
-    unsafe { *libc::__errno_location() = e.raw() };
+    e.set_last();
     -1
 }
 

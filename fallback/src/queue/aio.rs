@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use kevent_sys::{Errno, KEVENT_AIO, KEVENT_MASK_ALL, kevent_id, ukevent};
+use kevent_sys::{Errno, KEVENT_AIO, KEVENT_MASK_ALL, Key, kevent_id, ukevent};
 
 use super::Queue;
 use crate::kevent::Kevent;
@@ -44,7 +44,7 @@ impl Queue {
     pub(crate) fn aio_complete(&self, id: u64) {
         let ctx = self.ctx();
         let mut st = self.lock();
-        if let Some(slot) = st.kevents.reg.find((KEVENT_AIO, id)) {
+        if let Some(slot) = st.kevents.reg.find(Key::from_raw(KEVENT_AIO, id)) {
             st.aio_queue(slot);
             st.sync_wake(ctx);
         }

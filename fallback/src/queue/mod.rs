@@ -40,7 +40,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use kevent_sys::{
     Errno, KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_CTL_READY, KEVENT_CTL_REMOVE,
-    KEVENT_POSIX_TIMER, ukevent,
+    KEVENT_POSIX_TIMER, Key, ukevent,
 };
 
 use crate::kevent::Kevent;
@@ -302,7 +302,9 @@ impl Queue {
             return Err(Errno::EINVAL);
         }
         if self.is_async() {
-            // P38: an asynchronous ring's events are read from the ring only.
+            // P38: an asynchronous ring's events are read from the ring only (and a closed
+            // queue fd is EBADF first).
+            self.verify()?;
             return Err(Errno::EINVAL);
         }
         let mut sink = Sink::Buffer { buf, n: 0 };
@@ -314,7 +316,9 @@ impl Queue {
     /// On an asynchronous ring (P38): `EINVAL` for `ring_uidx >= n`; 0 at once when
     /// `old_uidx` differs from `ring_uidx` or from `ring_kidx`; otherwise the wait moves
     /// queued events into free slots, sleeps if none moved until one is posted (by this call
-    /// or another), and returns how many the ring gained during the call.
+    /// or another), and returns how many the ring gained during the call. Those checks read
+    /// the ring, so they run in [`Queue::collect`] once its first harvest (or a check) has
+    /// proven that the fd still is this queue (P41).
     pub(crate) fn wait(
         &self,
         num: u32,
@@ -322,30 +326,33 @@ impl Queue {
         timeout: &libc::timespec,
         flags: u32,
     ) -> Result<u32, Errno> {
-        if self.is_async() {
-            // The ring's memory is read below: only while the fd is this queue (P38).
-            self.verify()?;
+        enum Pre {
+            Stale,
+            Go(Deadline),
+            Async(Deadline),
         }
         let checked = Deadline::parse(timeout, flags).and_then(|deadline| {
-            let mut st = self.lock();
-            st.refresh_ring();
+            let st = self.lock();
             let ring = st.ring.as_ref().ok_or(Errno::EINVAL)?;
             if num > ring.size() {
                 return Err(Errno::EINVAL);
             }
-            let uidx = ring.consumer_index()?;
-            let stale = old_uidx != uidx || (ring.is_async() && old_uidx != ring.kidx());
-            let start = ring.is_async().then(|| ring.pushed());
-            // The consumer may have emptied an asynchronous ring by a store: POLLIN follows.
-            st.sync_wake(self.ctx());
-            Ok((deadline, stale || num == 0, start))
+            if ring.is_async() {
+                return Ok(Pre::Async(deadline));
+            }
+            Ok(if old_uidx != ring.consumer_index()? || num == 0 {
+                Pre::Stale
+            } else {
+                Pre::Go(deadline)
+            })
         });
-        let (deadline, start) = match checked {
-            Ok((_, true, _)) => {
+        let (deadline, gate) = match checked {
+            Ok(Pre::Stale) => {
                 self.verify()?;
                 return Ok(0);
             }
-            Ok((deadline, false, start)) => (deadline, start),
+            Ok(Pre::Go(deadline)) => (deadline, None),
+            Ok(Pre::Async(deadline)) => (deadline, Some(old_uidx)),
             Err(e) => {
                 // A closed queue fd is EBADF whatever the other arguments say.
                 self.verify()?;
@@ -356,14 +363,7 @@ impl Queue {
             limit: num as usize,
             n: 0,
         };
-        let moved = self.collect(1, &mut sink, deadline)?;
-        match start {
-            // What the ring gained during the call, whoever posted it (P38).
-            Some(start) => Ok(self.lock().ring.as_ref().map_or(moved, |r| {
-                r.pushed().wrapping_sub(start).min(u64::from(r.size())) as u32
-            })),
-            None => Ok(moved),
-        }
+        self.collect_gated(1, &mut sink, deadline, gate)
     }
 
     /// `kevent_commit`.
@@ -401,7 +401,7 @@ impl Queue {
         let slot = st
             .kevents
             .reg
-            .find((KEVENT_POSIX_TIMER, timer))
+            .find(Key::from_raw(KEVENT_POSIX_TIMER, timer))
             .ok_or(Errno::EINVAL)?;
         source::timer::posix_arm(slot, deadline_ns, interval_ns, &mut st.cx(ctx))
     }
@@ -412,7 +412,7 @@ impl Queue {
         let slot = st
             .kevents
             .reg
-            .find((KEVENT_POSIX_TIMER, timer))
+            .find(Key::from_raw(KEVENT_POSIX_TIMER, timer))
             .ok_or(Errno::EINVAL)?;
         let kev = st.kevents.reg.get(slot);
         Ok(source::timer::posix_get(kev, slot, &st.sources.timers))
@@ -439,7 +439,11 @@ impl Queue {
     pub(crate) fn posix_timer_unregister(&self, timer: u64) {
         let ctx = self.ctx();
         let mut st = self.lock();
-        if let Some(slot) = st.kevents.reg.find((KEVENT_POSIX_TIMER, timer)) {
+        if let Some(slot) = st
+            .kevents
+            .reg
+            .find(Key::from_raw(KEVENT_POSIX_TIMER, timer))
+        {
             st.unregister(slot, ctx, false);
             st.sync_wake(ctx);
         }

@@ -1,11 +1,10 @@
 //! ADD, REMOVE, MODIFY and READY of single entries: checking, arming and disarming
 //! sources, and the stale registrations of **D10**.
 
-use kevent_sys::{Errno, KEVENT_CTL_REMOVE, KEVENT_RET_DONE, ukevent};
+use kevent_sys::{Errno, KEVENT_CTL_REMOVE, KEVENT_RET_DONE, Key, ukevent};
 
 use super::{Ctx, State};
 use crate::kevent::Kevent;
-use crate::registry::Key;
 use crate::rules::{self, AddAction, Report};
 use crate::source;
 
@@ -34,7 +33,7 @@ impl State {
         if e.req_flags & !rules::KNOWN_REQ_FLAGS != 0 || !e.id.fits(e.type_) {
             return Err(Errno::EINVAL);
         }
-        let key: Key = (e.type_, e.id.as_u64());
+        let key = Key::of(e);
         if let Some(slot) = self.kevents.reg.find(key) {
             self.replace_stale(slot, ctx)?;
         }
@@ -129,7 +128,7 @@ impl State {
 
     /// REMOVE or MODIFY of one entry, written back in place.
     pub(super) fn remove_or_modify(&mut self, cmd: u32, e: &mut ukevent, ctx: Ctx) {
-        let key: Key = (e.type_, e.id.as_u64());
+        let key = Key::of(e);
         let Some(slot) = self.kevents.reg.find(key) else {
             rules::failed(e, Errno::ENOENT);
             return;
@@ -168,7 +167,7 @@ impl State {
 
     /// READY of one named kevent; `false` if it is not registered.
     pub(super) fn mark(&mut self, e: &ukevent) -> bool {
-        let Some(slot) = self.kevents.reg.find((e.type_, e.id.as_u64())) else {
+        let Some(slot) = self.kevents.reg.find(Key::of(e)) else {
             return false;
         };
         if let Some(kev) = self.kevents.reg.get_mut(slot) {

@@ -108,7 +108,22 @@ impl Queue {
         &self,
         want: usize,
         sink: &mut Sink<'_>,
+        deadline: Deadline,
+    ) -> Result<u32, Errno> {
+        self.collect_gated(want, sink, deadline, None)
+    }
+
+    /// [`Queue::collect`]; with `gate: Some(old_uidx)`, `kevent_wait` on an asynchronous ring
+    /// (P38): once the fd is proven to be this queue, `ring_uidx >= n` is `EINVAL` and an
+    /// `old_uidx` other than `ring_uidx` or `ring_kidx` returns 0 at once, moving nothing
+    /// (what the first harvest took from epoll waits in the queue); otherwise the call
+    /// returns how many events the ring gained while it ran.
+    pub(super) fn collect_gated(
+        &self,
+        want: usize,
+        sink: &mut Sink<'_>,
         mut deadline: Deadline,
+        gate: Option<u32>,
     ) -> Result<u32, Errno> {
         let ctx = self.ctx();
         let mut call = Call::new(self.next_call());
@@ -147,6 +162,8 @@ impl Queue {
         };
         let mut proven;
         let mut deferred;
+        // Events the asynchronous ring had received when the gate passed (P38's return).
+        let mut start_pushed: Option<u64> = None;
         let mut st = self.lock();
         match first {
             Ok(got) => {
@@ -161,6 +178,21 @@ impl Queue {
                     st = self.lock();
                 }
                 st.refresh_ring();
+                if let (Some(old), Some(ring)) = (gate, st.ring.as_ref()) {
+                    let stop = match ring.consumer_index() {
+                        Err(e) => Some(Err(e)),
+                        Ok(uidx) if old != uidx || old != ring.kidx() => Some(Ok(0)),
+                        Ok(_) => None,
+                    };
+                    if let Some(r) = stop {
+                        // Nothing moves: the harvest's events are queued, not delivered.
+                        let mut none = Sink::Ring { limit: 0, n: 0 };
+                        st.absorb(got, &mut call, &mut none, ctx);
+                        st.sync_wake(ctx);
+                        return r;
+                    }
+                    start_pushed = Some(ring.pushed());
+                }
                 deferred = st.take_ready(&mut call, sink, ctx);
                 let a = st.absorb(got, &mut call, sink, ctx);
                 holding |= a.held;
@@ -334,13 +366,17 @@ impl Queue {
         if let Some(ring) = &st.ring {
             ring.publish();
         }
+        // P38: what the ring gained during the call, whoever posted it.
+        let gained = start_pushed
+            .zip(st.ring.as_ref())
+            .map(|(start, r)| r.pushed().wrapping_sub(start).min(u64::from(r.size())) as u32);
         st.sync_wake(ctx);
         drop(st);
         result?;
         if sink.count() == 0 && !proven {
             self.verify()?;
         }
-        Ok(sink.count() as u32)
+        Ok(gained.unwrap_or(sink.count() as u32))
     }
 
     /// A new epoll holding the queue fd edge-triggered (see `watch` in [`Queue::collect`]);

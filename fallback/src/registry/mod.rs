@@ -1,4 +1,4 @@
-//! The registry: every kevent of one queue, keyed by `(type, id)` (**D3**).
+//! The registry: every kevent of one queue, keyed by its [`Key`], `(type, id)` (**D3**).
 //!
 //! Entries live in a slab (slots reused through a free list), so a kevent has a stable `u32`
 //! slot index for the lifetime of its registration, and epoll tokens, the ready list and the
@@ -19,20 +19,22 @@ use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 
+use kevent_sys::Key;
+
 use crate::seg::SegVec;
 
 mod shard;
 
 use shard::{SHARDS, Shard, shard_of};
 
-/// A registry key: `(type, id.raw_u64)`.
-pub(crate) type Key = (u32, u64);
-
 /// A value that knows its own key, so the index can hold bare slot numbers.
 pub(crate) trait Keyed {
-    /// The value's `(type, id)`.
+    /// The value's key.
     fn key(&self) -> Key;
 }
+
+/// What an empty slot hashes as (never looked up: the index holds live slots only).
+const NO_KEY: Key = Key::from_raw(0, 0);
 
 #[derive(Debug)]
 struct Slot<T> {
@@ -132,7 +134,7 @@ impl<T: Keyed> Registry<T> {
         }
         let hash = self.hasher.hash_one(key);
         let (slots, hasher) = (&self.slots, &self.hasher);
-        let rehash = |&s: &u32| hasher.hash_one(Self::value_key(slots, s).unwrap_or_default());
+        let rehash = |&s: &u32| hasher.hash_one(Self::value_key(slots, s).unwrap_or(NO_KEY));
         self.index[shard_of(hash)].insert(hash, slot, &rehash);
         Some(slot)
     }
@@ -146,7 +148,7 @@ impl<T: Keyed> Registry<T> {
         };
         self.last_found.set((u32::MAX, 0));
         let (slots, hasher) = (&self.slots, &self.hasher);
-        let rehash = |&s: &u32| hasher.hash_one(Self::value_key(slots, s).unwrap_or_default());
+        let rehash = |&s: &u32| hasher.hash_one(Self::value_key(slots, s).unwrap_or(NO_KEY));
         if let Some(shard) = self.index.get_mut(shard_of(hash)) {
             shard.remove(hash, slot, &rehash);
         }
@@ -191,7 +193,7 @@ mod tests {
 
     impl Keyed for V {
         fn key(&self) -> Key {
-            (self.0, self.1)
+            Key::from_raw(self.0, self.1)
         }
     }
 
@@ -202,8 +204,8 @@ mod tests {
         let b = r.insert(V(2, 5)).unwrap();
         assert_ne!(a, b);
         assert!(r.insert(V(9, 5)).is_none());
-        assert_eq!(r.find((2, 5)), Some(b));
-        assert_eq!(r.find((9, 5)), Some(a));
+        assert_eq!(r.find(Key::from_raw(2, 5)), Some(b));
+        assert_eq!(r.find(Key::from_raw(9, 5)), Some(a));
     }
 
     /// The hash remembered by `find` is used only for the slot it found.
@@ -212,15 +214,22 @@ mod tests {
         let mut r = Registry::new(1);
         let a = r.insert(V(9, 1)).unwrap();
         let b = r.insert(V(9, 2)).unwrap();
-        assert_eq!(r.find((9, 1)), Some(a));
+        assert_eq!(r.find(Key::from_raw(9, 1)), Some(a));
         assert_eq!(r.remove(b), Some(V(9, 2)));
-        assert_eq!(r.find((9, 2)), None);
-        assert_eq!(r.find((9, 1)), Some(a));
+        assert_eq!(r.find(Key::from_raw(9, 2)), None);
+        assert_eq!(r.find(Key::from_raw(9, 1)), Some(a));
         assert_eq!(r.remove(a), Some(V(9, 1)));
         // The slot is reused for another key: its removal hashes that key, not the old one.
         let c = r.insert(V(9, 3)).unwrap();
         assert_eq!(r.remove(c), Some(V(9, 3)));
-        assert_eq!((r.find((9, 1)), r.find((9, 3)), r.len()), (None, None, 0));
+        assert_eq!(
+            (
+                r.find(Key::from_raw(9, 1)),
+                r.find(Key::from_raw(9, 3)),
+                r.len()
+            ),
+            (None, None, 0)
+        );
     }
 
     #[test]
@@ -230,7 +239,7 @@ mod tests {
         let g = r.generation(a).unwrap();
         assert_eq!(r.remove(a), Some(V(9, 1)));
         assert_eq!(r.generation(a), None);
-        assert_eq!(r.find((9, 1)), None);
+        assert_eq!(r.find(Key::from_raw(9, 1)), None);
         let b = r.insert(V(9, 2)).unwrap();
         assert_eq!(a, b);
         assert_ne!(r.generation(b).unwrap(), g);
@@ -244,14 +253,14 @@ mod tests {
         let slots: Vec<u32> = ids.iter().map(|&id| r.insert(V(9, id)).unwrap()).collect();
         assert_eq!(r.len(), ids.len());
         for (&id, &slot) in ids.iter().zip(&slots) {
-            assert_eq!(r.find((9, id)), Some(slot));
+            assert_eq!(r.find(Key::from_raw(9, id)), Some(slot));
         }
         for (&id, &slot) in ids.iter().zip(&slots).step_by(2) {
             assert_eq!(r.remove(slot), Some(V(9, id)));
         }
         for (i, (&id, &slot)) in ids.iter().zip(&slots).enumerate() {
             let expect = if i % 2 == 0 { None } else { Some(slot) };
-            assert_eq!(r.find((9, id)), expect);
+            assert_eq!(r.find(Key::from_raw(9, id)), expect);
         }
         assert_eq!(r.len(), ids.len() / 2);
     }
@@ -349,11 +358,14 @@ mod tests {
             slots.insert(id, slot);
             if r.resizing() {
                 saw_resizing = true;
-                assert_eq!(r.find((9, id / 2)), slots.get(&(id / 2)).copied());
+                assert_eq!(
+                    r.find(Key::from_raw(9, id / 2)),
+                    slots.get(&(id / 2)).copied()
+                );
                 let victim = id / 3;
                 if let Some(s) = slots.remove(&victim) {
                     assert_eq!(r.remove(s), Some(V(9, victim)));
-                    assert_eq!(r.find((9, victim)), None);
+                    assert_eq!(r.find(Key::from_raw(9, victim)), None);
                     slots.insert(victim, r.insert(V(9, victim)).unwrap());
                 }
             }
@@ -361,7 +373,7 @@ mod tests {
         assert!(saw_resizing);
         assert_eq!(r.len(), slots.len());
         for (&id, &slot) in &slots {
-            assert_eq!(r.find((9, id)), Some(slot), "id {id}");
+            assert_eq!(r.find(Key::from_raw(9, id)), Some(slot), "id {id}");
             assert!(r.insert(V(9, id)).is_none(), "EEXIST for {id}");
         }
         for (&id, &slot) in &slots {

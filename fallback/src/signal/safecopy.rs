@@ -289,22 +289,30 @@ mod tests {
     //! still delivered as before.
     use super::*;
 
+    use kevent_sys::mem::{AnonMap, Prot, page_size};
+
     struct Pages {
         base: *mut u8,
         page: usize,
+        /// Unmapped when the pages are dropped.
+        _map: AnonMap,
     }
 
     impl Pages {
         /// Page 0 read-write, page 1 inaccessible, page 2 read-only.
         fn new() -> Pages {
-            let (base, page) = crate::sys::mem::guarded_pages();
-            Pages { base, page }
-        }
-    }
-
-    impl Drop for Pages {
-        fn drop(&mut self) {
-            crate::sys::mem::unmap_pages(self.base, self.page);
+            let page = page_size();
+            let map = AnonMap::new(3 * page).unwrap();
+            // SAFETY: a fresh mapping, no reference into it.
+            unsafe {
+                map.protect(page, page, Prot::None).unwrap();
+                map.protect(2 * page, page, Prot::Read).unwrap();
+            }
+            Pages {
+                base: map.base().as_ptr(),
+                page,
+                _map: map,
+            }
         }
     }
 

@@ -41,7 +41,7 @@ use std::os::fd::RawFd;
 
 use kevent_sys::{
     Errno, KEVENT_INODE, KEVENT_PIPE, KEVENT_POLL, KEVENT_SIGNAL, KEVENT_SOCKET, KEVENT_TIMER,
-    KEVENT_UNOTIFY, ukevent,
+    KEVENT_UNOTIFY, Key, ukevent,
 };
 
 use crate::kevent::Kevent;
@@ -178,10 +178,10 @@ pub(crate) fn prepare(uk: &ukevent) -> Result<Prepared, Errno> {
 ///   its fd, `id.raw[1]` is 0).
 pub(crate) fn same_target(uk: &ukevent, source: &Source, cx: &mut QueueCx<'_>) -> Option<u32> {
     match source {
-        Source::Signal(_) => cx
-            .kevents
-            .reg
-            .find((KEVENT_SIGNAL, uk.id.signal_other_variant().as_u64())),
+        Source::Signal(_) => cx.kevents.reg.find(Key::from_raw(
+            KEVENT_SIGNAL,
+            uk.id.signal_other_variant().as_u64(),
+        )),
         Source::Inode(s) => cx.shared.inodes.watcher(s, cx.kevents),
         Source::Fd(_) | Source::Timer(_) | Source::User(_) | Source::Aio(_) => None,
     }

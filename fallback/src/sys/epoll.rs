@@ -131,7 +131,7 @@ pub(crate) fn epoll_wait<'a>(
                 retry
             } else {
                 // Restores the errno epoll_pwait2 set, for `check` below.
-                async_safe::set_errno(e.raw());
+                e.set_last();
                 r
             }
         } else {

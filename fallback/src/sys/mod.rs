@@ -43,8 +43,6 @@ mod epoll;
 mod eventfd;
 mod fd;
 mod inotify;
-#[cfg(test)]
-pub(crate) mod mem;
 mod timerfd;
 
 use std::os::fd::{FromRawFd, OwnedFd};

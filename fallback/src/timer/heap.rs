@@ -258,19 +258,7 @@ mod tests {
     use super::*;
     use std::collections::{BTreeSet, HashMap};
 
-    /// xorshift64*: a tiny deterministic PRNG (no dependencies).
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
+    use kevent_test_rng::Rng;
 
     /// The reference model: the same `(deadline, key)` order in a `BTreeSet`.
     #[derive(Default)]
@@ -445,7 +433,7 @@ mod tests {
     #[test]
     fn randomized_against_btreeset_model() {
         for seed in 1..=8u64 {
-            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
+            let mut rng = Rng::new(seed);
             let mut h = TimerHeap::new();
             let mut m = Model::default();
             let key_space = [8u64, 64, 600][seed as usize % 3];
@@ -495,7 +483,7 @@ mod tests {
     #[test]
     fn million_timers_pop_in_order() {
         let n: u32 = 1_000_000;
-        let mut rng = Rng(42);
+        let mut rng = Rng::new(42);
         let mut h = TimerHeap::new();
         for key in 0..n {
             h.schedule(key, rng.below(u64::from(n) * 4));

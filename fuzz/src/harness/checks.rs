@@ -5,9 +5,9 @@
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering::Relaxed;
 
-use kevent_sys::{KEVENT_RET_BROKEN, KEVENT_RET_COPY_FAILED, KEVENT_RET_DONE, ukevent};
+use kevent_sys::{KEVENT_RET_BROKEN, KEVENT_RET_COPY_FAILED, KEVENT_RET_DONE, Key, ukevent};
 
-use super::events::{UKEVENT, is_fd_type, key};
+use super::events::{UKEVENT, is_fd_type};
 use super::model::RingState;
 use super::os::errno_name;
 use super::state::{Expect, GRAVE, Harness, Kind, Ret, Target};
@@ -224,7 +224,9 @@ impl Harness {
     pub(super) fn check_subsequence(&mut self, what: &str, got: &[ukevent], want: &[ukevent]) {
         let mut j = 0;
         for e in got {
-            while j < want.len() && (key(&want[j]) != key(e) || want[j].cookie() != e.cookie()) {
+            while j < want.len()
+                && (Key::of(&want[j]) != Key::of(e) || want[j].cookie() != e.cookie())
+            {
                 j += 1;
             }
             if j == want.len() {
@@ -240,7 +242,7 @@ impl Harness {
     /// Checks delivered events against what the queue was given.
     pub(super) fn check_delivered(&mut self, qi: usize, evs: &[ukevent], what: &str) {
         let has_ring = self.queues[qi].ring.is_some();
-        let mut seen: Vec<(u32, u64)> = Vec::new();
+        let mut seen: Vec<Key> = Vec::new();
         for e in evs {
             let defined = KEVENT_RET_BROKEN | KEVENT_RET_DONE | KEVENT_RET_COPY_FAILED;
             if e.ret_flags & !defined != 0 {
@@ -258,21 +260,21 @@ impl Harness {
                     violation!(self, "{what} delivered BROKEN without -errno: {e:?}");
                 }
             }
-            let k = key(e);
+            let k = Key::of(e);
             let known = self.queues[qi].keys.get(&k);
             match known {
                 None => violation!(
                     self,
                     "{what} delivered an event this queue was never given (type {}, id {:#x}): {e:?}",
-                    k.0,
-                    k.1
+                    k.raw_type(),
+                    k.id()
                 ),
                 Some(cookies) if !cookies.contains(&e.cookie()) => violation!(
                     self,
                     "{what} delivered cookie {:#x} that was never given for (type {}, id {:#x})",
                     e.cookie(),
-                    k.0,
-                    k.1
+                    k.raw_type(),
+                    k.id()
                 ),
                 Some(_) => {}
             }
@@ -280,15 +282,15 @@ impl Harness {
                 if seen.contains(&k) {
                     let dump: Vec<String> = evs
                         .iter()
-                        .filter(|o| key(o) == k)
+                        .filter(|o| Key::of(o) == k)
                         .map(|o| format!("{o:?}"))
                         .collect();
                     self.known(
                         Known::OccurrenceTwicePerWait,
                         format_args!(
                             "{what} delivered (type {}, id {:#x}) twice in one wait: {}",
-                            k.0,
-                            k.1,
+                            k.raw_type(),
+                            k.id(),
                             dump.join(" / ")
                         ),
                     );

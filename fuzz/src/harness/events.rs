@@ -20,10 +20,6 @@ pub(super) fn event_bytes(e: &ukevent) -> [u8; UKEVENT] {
     b
 }
 
-pub(super) fn key(e: &ukevent) -> (u32, u64) {
-    (e.type_, e.id.as_u64())
-}
-
 pub(super) fn is_fd_type(t: u32) -> bool {
     matches!(t, KEVENT_SOCKET | KEVENT_PIPE | KEVENT_POLL)
 }

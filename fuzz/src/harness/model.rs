@@ -6,9 +6,8 @@ use std::collections::HashMap;
 use std::os::fd::RawFd;
 
 use kevent_sys::ring::RingView;
-use kevent_sys::ukevent;
+use kevent_sys::{Key, ukevent};
 
-use super::events::key;
 use crate::mem::Guarded;
 
 /// A caller's ring and the harness's model of it (single consumer: exact).
@@ -92,7 +91,7 @@ pub(super) struct QueueState {
     pub(super) serial: u32,
     pub(super) ring: Option<RingState>,
     /// Every `(type, id)` given to this queue (ADD, MODIFY, POSIX timers), with the cookies.
-    pub(super) keys: HashMap<(u32, u64), Vec<u64>>,
+    pub(super) keys: HashMap<Key, Vec<u64>>,
     /// An ADD named an open fd the harness does not know (the library's own): F5 may follow.
     pub(super) foreign_fd: bool,
     /// F5 happened: the queue answers EINVAL to everything.
@@ -101,7 +100,7 @@ pub(super) struct QueueState {
 
 impl QueueState {
     pub(super) fn note_key(&mut self, e: &ukevent) {
-        let cookies = self.keys.entry(key(e)).or_default();
+        let cookies = self.keys.entry(Key::of(e)).or_default();
         if cookies.len() < 64 && !cookies.contains(&e.cookie()) {
             cookies.push(e.cookie());
         }

@@ -19,7 +19,7 @@ enum Mem {
     Heap(*mut [u64]),
     /// An anonymous mapping (an asynchronous ring, P38: natively its pages are pinned until
     /// the queue file is released, so they never go back to the heap allocator).
-    Mapped(AnonMap),
+    Mapped(mem::AnonMap),
 }
 
 /// Why a backend cannot make an asynchronous ring (P38), or `None` when it can: a native
@@ -128,12 +128,12 @@ impl Queue {
     /// [`Queue::with_async_ring`], returning `kevent_init`'s error.
     pub fn try_with_async_ring(b: Backend, n: u32) -> Result<Queue, Errno> {
         let len = ring::async_ring_bytes(n).expect("an asynchronous ring size");
-        let map = AnonMap::new(len);
+        let map = mem::AnonMap::new(len).expect("mmap of the ring");
         // SAFETY: a fresh private mapping of `len` bytes, page-aligned.
         unsafe {
-            std::ptr::write_bytes(map.ptr().cast::<u8>(), 0xa5, len);
+            std::ptr::write_bytes(map.base().as_ptr(), 0xa5, len);
         }
-        let ring = map.ptr().cast::<kevent_ring>();
+        let ring = map.base().as_ptr().cast::<kevent_ring>();
         // SAFETY: `ring` points to `async_ring_bytes(n)` bytes that stay mapped until `Drop`
         // has closed the queue fd (and every duplicate the test made is closed by the test
         // before it drops the queue).
@@ -264,7 +264,7 @@ impl Queue {
         let r = self.ring.as_ref().expect("queue has a ring");
         let len = match r.mem {
             Mem::Heap(_) => ring_bytes(r.view.size()).expect("size"),
-            Mem::Mapped(ref m) => m.len,
+            Mem::Mapped(ref m) => m.len(),
         };
         let mut v = vec![0u8; len];
         for (i, b) in v.iter_mut().enumerate() {
@@ -431,62 +431,6 @@ impl Drop for Queue {
             Some(Mem::Mapped(m)) => drop(m),
             None => {}
         }
-    }
-}
-
-/// A private anonymous read-write mapping, unmapped on drop.
-#[derive(Debug)]
-pub struct AnonMap {
-    base: *mut libc::c_void,
-    len: usize,
-}
-
-impl AnonMap {
-    /// A fresh mapping of `len` bytes.
-    #[track_caller]
-    pub fn new(len: usize) -> AnonMap {
-        // SAFETY: a new anonymous mapping at an address the kernel picks; no memory is
-        // touched.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED, "mmap of {len} bytes");
-        AnonMap { base, len }
-    }
-
-    /// Its address.
-    pub fn ptr(&self) -> *mut libc::c_void {
-        self.base
-    }
-
-    /// Gives up the pages from byte `from` on (for tests of unmapped memory).
-    pub fn unmap_from(&self, from: usize) {
-        assert!(from % 4096 == 0 && from <= self.len);
-        // SAFETY: a page-aligned part of our own mapping; nothing uses it.
-        let r = unsafe { libc::munmap(self.base.cast::<u8>().add(from).cast(), self.len - from) };
-        assert_eq!(r, 0, "munmap");
-    }
-
-    /// Makes the whole mapping read-only.
-    pub fn read_only(&self) {
-        // SAFETY: our own mapping.
-        let r = unsafe { libc::mprotect(self.base, self.len, libc::PROT_READ) };
-        assert_eq!(r, 0, "mprotect");
-    }
-}
-
-impl Drop for AnonMap {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping, which nothing uses any more (the queue that used it is
-        // closed); unmapping pages already given up is harmless.
-        unsafe { libc::munmap(self.base, self.len) };
     }
 }
 

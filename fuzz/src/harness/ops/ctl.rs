@@ -5,12 +5,12 @@ use kevent_c::capi::calls::kevent_ctl;
 use kevent_sys::{
     KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_CTL_READY, KEVENT_CTL_REMOVE, KEVENT_INODE,
     KEVENT_PIPE, KEVENT_POLL, KEVENT_REQ_ALWAYS_QUEUE, KEVENT_REQ_READY, KEVENT_RET_BROKEN,
-    KEVENT_RET_DONE, KEVENT_SOCKET, ukevent,
+    KEVENT_RET_DONE, KEVENT_SOCKET, Key, ukevent,
 };
 
 use crate::harness::checks::{ADD_ENTRY_ERRNOS, CTL_ERRNOS, RM_ENTRY_ERRNOS};
 use crate::harness::decode::{Buf, buf_desc};
-use crate::harness::events::{is_fd_type, key, read_events};
+use crate::harness::events::{is_fd_type, read_events};
 use crate::harness::os::{errno_name, is_open};
 use crate::harness::state::{Expect, Harness, Target};
 use crate::harness::stats::{Known, strict};
@@ -184,7 +184,7 @@ impl Harness {
             }
             KEVENT_CTL_REMOVE | KEVENT_CTL_MODIFY => {
                 for (e, orig) in out.iter().zip(&events) {
-                    if key(e) != key(orig) || e.cookie() != orig.cookie() {
+                    if Key::of(e) != Key::of(orig) || e.cookie() != orig.cookie() {
                         violation!(
                             self,
                             "REMOVE/MODIFY changed an entry's key or cookie: {e:?}"
