@@ -11,7 +11,9 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use kevent_backend::Backend;
-use kevent_sys::{KEVENT_CTL_ADD, KEVENT_SOCKET, KEVENT_SOCKET_RECV, kevent_id, ukevent};
+use kevent_sys::{
+    KEVENT_CTL_ADD, KEVENT_REQ_ET, KEVENT_SOCKET, KEVENT_SOCKET_RECV, kevent_id, ukevent,
+};
 
 use super::transport::Sockets;
 use crate::os;
@@ -32,7 +34,11 @@ pub(super) enum Mech {
     /// half the ring is read.
     KeventRing(usize, bool),
     /// The asynchronous ring (P38) on backend `.0`: events read with no system call while
-    /// the ring has any, `kevent_wait` only when it is empty.
+    /// the ring has any, `kevent_wait` only when it is empty. Its kevents are edge-triggered
+    /// (`KEVENT_REQ_ET`): natively only those are posted by the producer as they occur (a
+    /// level kevent needs `->poll()` in the consumer's `kevent_wait`, P38); every round
+    /// writes one byte per active socket and the consumer reads it, so each write is one
+    /// edge and one event, as each is one level event for the other rows.
     KeventAsync(usize),
     /// `kevent_get_events` through libkevent's exported C function, on the process's
     /// backend (`.0`, its index among the machine's backends).
@@ -213,6 +219,11 @@ impl Poller {
                     }
                     _ => RawQueue::new(backends[b], ring).expect("kevent_init"),
                 };
+                let req = if matches!(m, Mech::KeventAsync(_)) {
+                    KEVENT_REQ_ET
+                } else {
+                    0
+                };
                 let mut adds: Vec<ukevent> = s
                     .watched
                     .iter()
@@ -222,7 +233,7 @@ impl Poller {
                             KEVENT_SOCKET,
                             kevent_id::from_raw([fd, 0]),
                             KEVENT_SOCKET_RECV,
-                            0,
+                            req,
                         )
                     })
                     .collect();

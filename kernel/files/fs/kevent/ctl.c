@@ -208,6 +208,8 @@ long kevent_ctl_entries(struct kevent_queue *q, unsigned int cmd,
 	}
 
 	mutex_lock(&q->mtx);
+	/* A kevent an asynchronous ring reported as done is gone (P40). */
+	kevent_aring_reap(q);
 	for (i = 0; i < num; i++) {
 		struct kevent *k;
 		bool write = true;

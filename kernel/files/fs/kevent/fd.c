@@ -212,6 +212,8 @@ static int kevent_fd_wake(wait_queue_entry_t *wait, unsigned int mode,
 	/* No key: some sources do not say; the re-poll at delivery decides. */
 	if (events && !(events & READ_ONCE(k->fd.mask)))
 		return 0;
+	/* What the key names: an asynchronous ring may post it (P38). */
+	add.bits = (__force u32)(events & READ_ONCE(k->fd.mask));
 	kevent_notify(k, &add, k->fd.target ? 1 : 0);
 	return 0;
 }
@@ -398,6 +400,27 @@ static bool kevent_fd_peek(struct kevent *k, int depth)
 	return data_race(k->marked);
 }
 
+/*
+ * An asynchronous ring's producer (P38): an edge-triggered SOCKET or PIPE
+ * kevent without LAST_CHECK whose wake-up named ready bits reports them,
+ * if the owner's fd still names the file (D10, P39). Everything else is
+ * queued and reported by kevent_wait() after a fresh ->poll().
+ */
+static enum kevent_report kevent_fd_post(struct kevent *k,
+					 struct kevent_snap *snap,
+					 u32 data[2])
+{
+	u32 type = k->uk.type, flags = READ_ONCE(k->uk.req_flags);
+
+	if ((type != KEVENT_SOCKET && type != KEVENT_PIPE) || k->fd.target ||
+	    !(flags & KEVENT_REQ_ET) || (flags & KEVENT_REQ_LAST_CHECK) ||
+	    snap->marked || !snap->bits)
+		return KEVENT_SKIP;
+	if (!kevent_aring_fd_current(k->q, k->fd.fd, k->fd.file))
+		return KEVENT_SKIP;
+	return kevent_fd_classify(k, (__force __poll_t)snap->bits, data);
+}
+
 static bool kevent_fd_stale(struct kevent *k)
 {
 	return !kevent_fd_current(k);
@@ -436,6 +459,7 @@ const struct kevent_ops kevent_fd_ops = {
 	.stale		= kevent_fd_stale,
 	.report		= kevent_fd_report,
 	.ready_data	= kevent_fd_ready_data,
+	.post		= kevent_fd_post,
 };
 
 /**

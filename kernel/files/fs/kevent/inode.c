@@ -208,6 +208,7 @@ const struct kevent_ops kevent_inode_ops = {
 	.arm		= kevent_inode_arm,
 	.disarm		= kevent_inode_disarm,
 	.report		= kevent_inode_deliver,
+	.post		= kevent_inode_deliver,
 };
 
 /* The queue's last reference goes: its group with it (may sleep). */

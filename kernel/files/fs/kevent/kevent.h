@@ -17,9 +17,10 @@
  *   q->wq.lock         (only ever taken inside q->lock)
  *
  * Producers (wait queue callbacks, hrtimer callbacks, READY) run in any
- * context and take only q->lock. They never touch the tree, the ring or
- * user memory; everything that sleeps or faults runs under q->mtx in the
- * owner's system call.
+ * context and take only q->lock. They never touch the tree or user memory
+ * (an asynchronous ring is written through its pinned kernel mapping,
+ * ring.c); everything that sleeps or faults runs under q->mtx in the
+ * owner's system call or in a worker.
  */
 #ifndef _FS_KEVENT_KEVENT_H
 #define _FS_KEVENT_KEVENT_H
@@ -34,11 +35,14 @@
 #include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
+#include <linux/workqueue.h>
 #include <linux/ukevent.h>
 
+struct files_struct;
 struct fsnotify_group;
 struct k_itimer;
 struct kevent;
+struct kevent_aring;
 struct kevent_inode_mark;
 struct kevent_queue;
 
@@ -92,6 +96,9 @@ enum kevent_slab {
  * @ready_data: state types: 1 if @ready (what arm() or modify() saw) is
  *	something to report, with its ret_data; 0 if not; -errno if the
  *	source is broken. NULL: never ready at ADD.
+ * @post: an asynchronous ring's producer (ring.c): what to report from
+ *	@snap alone, in any context with q->lock held, never sleeping;
+ *	KEVENT_SKIP leaves the kevent to be queued. NULL: always queued.
  */
 struct kevent_ops {
 	enum kevent_slab slab;
@@ -105,6 +112,8 @@ struct kevent_ops {
 				     struct kevent_snap *snap,
 				     u32 ret_data[2]);
 	int (*ready_data)(struct kevent *k, __poll_t ready, u32 ret_data[2]);
+	enum kevent_report (*post)(struct kevent *k, struct kevent_snap *snap,
+				   u32 ret_data[2]);
 };
 
 /* SOCKET, PIPE, POLL: one file and its wait queue entries (fd.c). */
@@ -154,7 +163,8 @@ struct kevent_timer {
  *	Empty means not queued.
  * @counted: on q->ready (or a batch taken from it) and counted in
  *	q->nready; under q->lock
- * @dead: unregistered: producers must not queue it; under q->lock
+ * @dead: unregistered, or posted as done (ring.c): producers must not
+ *	queue it; under q->lock
  */
 struct kevent {
 	struct rb_node node;
@@ -199,10 +209,14 @@ struct kevent_queue {
 	/* under q->lock */
 	struct list_head ready;
 	unsigned int nready;
+	unsigned int nbusy;		/* kevents in a delivery's hand */
 	struct list_head holders;	/* sleeping waiters' own (queue.c) */
 	unsigned int wake_gen;		/* bumped by READY with num == 0 */
 	bool wake_pending;		/* READY(0) not yet seen by a wait */
 	unsigned int flush_gen;		/* bumped by close() of any fd of it */
+	u32 posted;			/* events written to an async ring */
+	struct list_head reap;		/* posted as done: to unregister */
+	struct files_struct *files;	/* the owner's, until its ->flush */
 
 	/* under q->mtx */
 	struct rb_root tree;
@@ -210,7 +224,9 @@ struct kevent_queue {
 	unsigned int max;
 	u64 calls;
 	struct kevent_ring __user *ring;
-	u32 ring_n, kidx, uidx, over;
+	u32 ring_n, kidx, uidx, over;	/* async ring: kidx, over under q->lock */
+	struct kevent_aring *aring;	/* KEVENT_INIT_ASYNC_RING (ring.c) */
+	struct work_struct reap_work;	/* unregisters q->reap */
 
 	struct fsnotify_group *fsn_group;	/* INODE marks; under q->mtx */
 
@@ -261,6 +277,22 @@ int kevent_fd_setup(void);
 long kevent_commit_ring(struct kevent_queue *q, u32 new_uidx, u32 over);
 int kevent_commit_rule(u32 n, u32 kidx, u32 uidx, u32 over, u32 new_uidx,
 		       u32 cover, u32 *released, u32 *uidx_out, u32 *over_out);
+
+/* ring.c: the asynchronous ring (P38). */
+struct kevent_aring *kevent_aring_create(struct kevent_ring __user *ring,
+					 unsigned int num);
+void kevent_aring_destroy(struct kevent_aring *ar);
+void kevent_aring_init_queue(struct kevent_queue *q);
+u32 kevent_aring_room(struct kevent_queue *q);
+bool kevent_aring_push(struct kevent_queue *q, const struct ukevent *ev);
+bool kevent_aring_post(struct kevent *k, const struct kevent_snap *add);
+void kevent_aring_reap(struct kevent_queue *q);
+int kevent_aring_begin(struct kevent_queue *q, u32 old_uidx, u32 *posted);
+u32 kevent_aring_gained(struct kevent_queue *q, u32 posted);
+bool kevent_aring_unread(struct kevent_queue *q);
+long kevent_aring_commit(struct kevent_queue *q, u32 new_uidx, u32 cover);
+bool kevent_aring_fd_current(struct kevent_queue *q, int fd,
+			     const struct file *file);
 
 /* The types. */
 extern const struct kevent_ops kevent_fd_ops;

@@ -159,4 +159,5 @@ const struct kevent_ops kevent_ptimer_ops = {
 	.occurrence	= true,
 	.disarm		= kevent_ptimer_disarm,
 	.report		= kevent_ptimer_report,
+	.post		= kevent_ptimer_report,
 };

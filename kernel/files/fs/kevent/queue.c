@@ -206,6 +206,7 @@ struct kevent_waiter {
 	unsigned int wake_gen;
 	unsigned int flush_gen;
 	u64 call;			/* the stamp of its call */
+	u32 posted;			/* q->posted when an async wait began */
 	struct list_head hold;		/* on q->holders, under q->lock */
 	unsigned int own;		/* under q->lock */
 };
@@ -346,6 +347,14 @@ bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
 	lockdep_assert_held(&q->lock);
 	if (unlikely(k->dead))
 		return false;
+	/*
+	 * An asynchronous ring: posted as it occurs if it can be (ring.c),
+	 * unless events queued earlier, or one in a delivery's hand, would
+	 * enter the ring after it (P40: the ring keeps their order).
+	 */
+	if (q->aring && !q->nready && !q->nbusy && list_empty(&k->link) &&
+	    kevent_aring_post(k, add))
+		return true;
 	k->pending = k->pending + add->pending < k->pending ?
 		     U32_MAX : k->pending + add->pending;
 	k->bits |= add->bits;
@@ -389,6 +398,8 @@ static bool kevent_readable(struct kevent_queue *q, int depth)
 	struct kevent *k;
 	bool ready, empty;
 
+	if (q->aring && kevent_aring_unread(q))
+		return true;
 	spin_lock_irq(&q->lock);
 	ready = q->wake_pending;
 	empty = list_empty(&q->ready);
@@ -444,6 +455,9 @@ static int kevent_file_flush(struct file *file, fl_owner_t id)
 
 	spin_lock_irq(&q->lock);
 	q->flush_gen++;
+	/* The owner's table may be freed next: producers stop using it (P39). */
+	if (id == q->files)
+		q->files = NULL;
 	wake_up_all(&q->wq);
 	spin_unlock_irq(&q->lock);
 	return 0;
@@ -458,6 +472,7 @@ static int kevent_file_flush(struct file *file, fl_owner_t id)
 static int kevent_file_release(struct inode *inode, struct file *file)
 {
 	struct kevent_queue *q = file->private_data;
+	struct kevent_aring *ar;
 	struct rb_node *n;
 
 	mutex_lock(&q->mtx);
@@ -467,6 +482,12 @@ static int kevent_file_release(struct inode *inode, struct file *file)
 	}
 	mutex_unlock(&q->mtx);
 	kevent_inode_release_queue(q);
+	/* Every kevent is dead: nothing posts; a late post sees NULL. */
+	spin_lock_irq(&q->lock);
+	ar = q->aring;
+	q->aring = NULL;
+	spin_unlock_irq(&q->lock);
+	kevent_aring_destroy(ar);
 	kevent_queue_put(q);
 	return 0;
 }
@@ -521,22 +542,28 @@ static bool kevent_allowed(void)
  * kevent_create - kevent_init(): a new queue and its fd
  * @ring: the caller's ring, or NULL with @num == 0
  * @num: ring entries
- * @flags: none defined (D1)
+ * @flags: KEVENT_INIT_ASYNC_RING (P38) or 0; anything else is -EINVAL (D1)
  *
  * Return: the fd (close-on-exec) or -errno.
  */
 long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 		   unsigned int flags)
 {
+	struct kevent_aring *ar = NULL;
 	struct kevent_queue *q;
 	struct ucounts *ucounts;
 	int fd, err;
 
 	if (!kevent_allowed())
 		return -EPERM;
-	if (flags)
+	if (flags & ~KEVENT_INIT_ASYNC_RING)
 		return -EINVAL;
-	if (ring || num) {
+	if (flags) {
+		/* Checked, pinned, charged and zeroed by ring.c. */
+		ar = kevent_aring_create(ring, num);
+		if (IS_ERR(ar))
+			return PTR_ERR(ar);
+	} else if (ring || num) {
 		if (!ring || num < 2)
 			return -EINVAL;
 		/* The entries' 8-byte fields need it (spec section 1). */
@@ -554,11 +581,14 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 	/* fs.kevent.max_user_queues, as inotify's max_user_instances. */
 	ucounts = inc_ucount(current_user_ns(), current_uid(),
 			     UCOUNT_KEVENT_QUEUES);
-	if (!ucounts)
+	if (!ucounts) {
+		kevent_aring_destroy(ar);
 		return -EMFILE;
+	}
 	q = kzalloc(sizeof(*q), GFP_KERNEL_ACCOUNT);
 	if (!q) {
 		dec_ucount(ucounts, UCOUNT_KEVENT_QUEUES);
+		kevent_aring_destroy(ar);
 		return -ENOMEM;
 	}
 	q->ucounts = ucounts;
@@ -572,14 +602,19 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 	q->max = READ_ONCE(kevent_max_per_queue);
 	q->ring = ring;
 	q->ring_n = ring ? num : 0;
+	q->aring = ar;
+	q->files = current->files;
+	kevent_aring_init_queue(q);
 	refcount_set(&q->ref, 1);
 	mmgrab(current->mm);
 	q->mm = current->mm;
 
 	/* Nothing of q may be touched after this: another thread may close. */
 	fd = anon_inode_getfd("[kevent]", &kevent_fops, q, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0) {
+		kevent_aring_destroy(ar);
 		kevent_queue_put(q);
+	}
 	return fd;
 }
 
@@ -622,14 +657,18 @@ static u32 kevent_ring_used(const struct kevent_queue *q)
 }
 
 /* Slots a producer may still fill: one always stays free (D12). */
-static u32 kevent_ring_free(const struct kevent_queue *q)
+static u32 kevent_ring_free(struct kevent_queue *q)
 {
+	if (q->aring)
+		return kevent_aring_room(q);
 	return q->ring ? q->ring_n - 1 - kevent_ring_used(q) : 0;
 }
 
 /* Stores @ev in the next free slot; false when full or faulting. */
 static bool kevent_ring_push(struct kevent_queue *q, const struct ukevent *ev)
 {
+	if (q->aring)
+		return kevent_aring_push(q, ev);
 	if (!kevent_ring_free(q))
 		return false;
 	if (copy_to_user(&q->ring->event[q->kidx], ev, sizeof(*ev)))
@@ -640,6 +679,11 @@ static bool kevent_ring_push(struct kevent_queue *q, const struct ukevent *ev)
 
 static void kevent_ring_publish(struct kevent_queue *q)
 {
+	/* An asynchronous ring publishes each slot as it is written. */
+	if (q->aring) {
+		kevent_wake_pollers(q, 0);
+		return;
+	}
 	/* Entries before the index: pairs with the consumer's load-acquire. */
 	smp_wmb();
 	if (put_user(q->kidx, &q->ring->ring_kidx))
@@ -696,6 +740,10 @@ long kevent_commit_ring(struct kevent_queue *q, u32 new_uidx, u32 cover)
 	err = -EINVAL;
 	if (!q->ring)
 		goto out;
+	if (q->aring) {
+		err = kevent_aring_commit(q, new_uidx, cover);
+		goto out;
+	}
 	err = kevent_commit_rule(q->ring_n, q->kidx, q->uidx, q->over,
 				 new_uidx, cover, &released, &uidx, &over);
 	if (err)
@@ -841,8 +889,9 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 		ev.ret_flags |= KEVENT_RET_DONE;
 
 	if (s->to_ring) {
+		/* An asynchronous ring a producer filled meanwhile: queued. */
 		if (!kevent_ring_push(q, &ev))
-			return -EFAULT;
+			return q->aring ? -ENOSPC : -EFAULT;
 	} else {
 		if (q->ring && !kevent_ring_push(q, &ev))
 			ev.ret_flags |= KEVENT_RET_COPY_FAILED;
@@ -920,6 +969,7 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		k->pending = 0;
 		k->bits = 0;
 		k->marked = false;
+		q->nbusy++;
 		spin_unlock_irq(&q->lock);
 
 		/* At most one delivery per registered kevent: long, not forever. */
@@ -929,8 +979,11 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		if (!err)
 			err = kevent_deliver_one(q, k, &snap, s, &requeue);
 		spin_lock_irq(&q->lock);
+		q->nbusy--;
 		if (err < 0) {
 			kevent_restore(q, k, &snap, &batch);
+			if (err == -ENOSPC)
+				err = 0;
 			break;
 		}
 		if (err == 2) {
@@ -1031,7 +1084,7 @@ static bool kevent_waiter_done(const struct kevent_waiter *w)
 	const struct kevent_queue *q = w->q;
 
 	return q->nready - w->own >= w->need || q->wake_gen != w->wake_gen ||
-	       q->flush_gen != w->flush_gen;
+	       q->flush_gen != w->flush_gen || q->posted != w->posted;
 }
 
 /*
@@ -1170,13 +1223,28 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 
 	INIT_LIST_HEAD(&s.requeue);
 	mutex_lock(&q->mtx);
+	kevent_aring_reap(q);
 	if (to_ring) {
 		err = -EINVAL;
 		if (!q->ring || max > q->ring_n)
 			goto unlock;
 		err = 0;
-		if (!max || old_uidx != q->uidx)
+		if (q->aring) {
+			/* P38: 0 at once if the caller has events to read. */
+			err = kevent_aring_begin(q, old_uidx, &w.posted);
+			if (err) {
+				err = min(err, 0L);
+				goto unlock;
+			}
+		} else if (old_uidx != q->uidx) {
 			goto unlock;
+		}
+		if (!max)
+			goto unlock;
+	} else if (q->aring) {
+		/* P38: its events are read from the ring. */
+		err = -EINVAL;
+		goto unlock;
 	}
 	s.call = ++q->calls;
 	w.call = s.call;
@@ -1202,8 +1270,11 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		spin_lock_irq(&q->lock);
 		closed = w.flush_gen != q->flush_gen;
 		w.flush_gen = q->flush_gen;
-		/* READY(0): return with whatever is ready, possibly nothing. */
-		if (w.wake_gen != q->wake_gen)
+		/*
+		 * READY(0): return with whatever is ready, possibly nothing;
+		 * likewise once a producer posted into an asynchronous ring.
+		 */
+		if (w.wake_gen != q->wake_gen || w.posted != q->posted)
 			last = true;
 		spin_unlock_irq(&q->lock);
 		/* The fd was closed under this wait. */
@@ -1216,6 +1287,9 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 			last = true;
 	}
 	kevent_finish(q, &s, &w);
+	/* P38: what the ring gained during the call, whoever posted it. */
+	if (q->aring)
+		s.n = kevent_aring_gained(q, w.posted);
 unlock:
 	mutex_unlock(&q->mtx);
 	return s.n ? s.n : err;

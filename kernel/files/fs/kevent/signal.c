@@ -136,4 +136,5 @@ const struct kevent_ops kevent_signal_ops = {
 	.arm		= kevent_signal_arm,
 	.disarm		= kevent_signal_disarm,
 	.report		= kevent_signal_report,
+	.post		= kevent_signal_report,
 };

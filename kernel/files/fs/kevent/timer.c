@@ -53,6 +53,7 @@ static enum hrtimer_restart kevent_timer_fire(struct hrtimer *t)
 	struct kevent *k = container_of(kt, struct kevent, timer);
 	struct kevent_queue *q = k->q;
 	struct kevent_snap add = { .pending = 1 };
+	enum hrtimer_restart ret = HRTIMER_NORESTART;
 	unsigned long flags;
 	bool newly;
 
@@ -66,10 +67,24 @@ static enum hrtimer_restart kevent_timer_fire(struct hrtimer *t)
 		kt->stopped = true;
 	}
 	newly = kevent_notify_locked(k, &add);
+	/*
+	 * Posted into an asynchronous ring (not queued, not done): that was
+	 * its delivery, so it runs on at the next boundary (P38).
+	 */
+	if (newly && kt->stopped && list_empty(&k->link) && !k->dead) {
+		ktime_t fire = kt->next;
+
+		kt->stopped = false;
+		if (kt->interval < KEVENT_TIMER_MIN_PERIOD)
+			fire = max(fire, ktime_add_ns(hrtimer_cb_get_time(t),
+						      KEVENT_TIMER_MIN_PERIOD));
+		hrtimer_set_expires(t, fire);
+		ret = HRTIMER_RESTART;
+	}
 	spin_unlock_irqrestore(&q->lock, flags);
 	if (newly)
 		kevent_wake_pollers(q, 0);
-	return HRTIMER_NORESTART;
+	return ret;
 }
 
 static int kevent_timer_arm(struct kevent *k, __poll_t *ready)
@@ -133,10 +148,23 @@ static enum kevent_report kevent_timer_report(struct kevent *k,
 	return KEVENT_DELIVER;
 }
 
+/* An asynchronous ring's producer: the count the callback made (P38). */
+static enum kevent_report kevent_timer_post(struct kevent *k,
+					    struct kevent_snap *snap,
+					    u32 data[2])
+{
+	if (!snap->pending)
+		return KEVENT_SKIP;
+	data[0] = (u32)ktime_to_ms(k->timer.last);
+	data[1] = snap->pending;
+	return KEVENT_DELIVER;
+}
+
 const struct kevent_ops kevent_timer_ops = {
 	.slab		= KEVENT_SLAB_TIMER,
 	.occurrence	= true,
 	.arm		= kevent_timer_arm,
 	.disarm		= kevent_timer_disarm,
 	.report		= kevent_timer_report,
+	.post		= kevent_timer_post,
 };

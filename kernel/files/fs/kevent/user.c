@@ -32,4 +32,5 @@ const struct kevent_ops kevent_user_ops = {
 	.arm		= kevent_user_arm,
 	.disarm		= kevent_user_disarm,
 	.report		= kevent_user_report,
+	.post		= kevent_user_report,
 };
