@@ -421,7 +421,8 @@ isolated_test! {
 }
 
 /// The calling thread's CPU time (user + system, `getrusage(RUSAGE_THREAD)`).
-fn thread_cpu() -> Duration {
+/// The calling thread's CPU time and its voluntary context switches (times it slept).
+fn thread_usage() -> (Duration, i64) {
     let mut ru = std::mem::MaybeUninit::<libc::rusage>::uninit();
     // SAFETY: `ru` is valid for writes of one rusage.
     let r = unsafe { libc::getrusage(libc::RUSAGE_THREAD, ru.as_mut_ptr()) };
@@ -429,23 +430,39 @@ fn thread_cpu() -> Duration {
     // SAFETY: getrusage succeeded, so it initialised `ru`.
     let ru = unsafe { ru.assume_init() };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    (tv(ru.ru_utime) + tv(ru.ru_stime), ru.ru_nvcsw)
 }
 
-/// A 500 ms wait on `q` that finds nothing: returns 0 events, and the CPU time it burnt.
-fn idle_wait_cpu(q: &Queue) -> Duration {
-    let cpu0 = thread_cpu();
+/// A 500 ms wait on `q` that finds nothing: returns 0 events; fails if it spun.
+///
+/// A wait that spins burns CPU without ever sleeping (a ready item makes every
+/// `epoll_wait` return at once); a wait that sleeps, or naps 10 ms at a time as P32 allows,
+/// sleeps at least once per nap. So it spun when it burnt more than [`SPIN`] of CPU *and*
+/// more than [`PER_SLEEP`] per sleep. CPU time alone cannot tell them apart everywhere: 50
+/// naps cost 1.8 ms of CPU on this host but about 110 ms in the lane's emulated guest under
+/// load, while a spin got only 210 ms of a loaded 2-core host.
+fn assert_idle_wait_sleeps(q: &Queue, what: &str) {
+    let (cpu0, slept0) = thread_usage();
     let got = q.get_events(1, 8, &ms(500), 0).expect("get_events");
     assert!(got.is_empty(), "{got:#?}");
-    let cpu = thread_cpu() - cpu0;
-    println!("a 500 ms wait burnt {cpu:?} of CPU");
-    cpu
+    let (cpu1, slept1) = thread_usage();
+    let (cpu, sleeps) = (cpu1 - cpu0, (slept1 - slept0).max(1));
+    println!("a 500 ms wait burnt {cpu:?} of CPU and slept {sleeps} times");
+    let per_sleep = cpu / u32::try_from(sleeps).unwrap_or(u32::MAX);
+    assert!(
+        cpu < SPIN || per_sleep < PER_SLEEP,
+        "spun over {what}: {cpu:?} of CPU in 500 ms, {per_sleep:?} per sleep"
+    );
 }
 
 /// Sleeping half a second costs far less than this (0.3 ms measured here, 1.8 ms napping
 /// beside an item nobody can remove); spinning costs most of it (210 ms measured on this
 /// loaded 2-core machine before the fix).
 const SPIN: Duration = Duration::from_millis(50);
+
+/// CPU time per sleep above which a wait counts as spinning: a nap cycle costs about 2 ms
+/// in the emulated guest (0.04 ms here); a spin sleeps never, or only when preempted.
+const PER_SLEEP: Duration = Duration::from_millis(8);
 
 isolated_test! {
     /// Issue 24 item 5, decision P32: a wait sleeps whatever sits in the queue fd's epoll
@@ -464,8 +481,7 @@ isolated_test! {
             libc::syscall(libc::SYS_epoll_ctl, q.fd, libc::EPOLL_CTL_ADD, foreign.as_raw_fd(), &mut ev)
         };
         if r == 0 {
-            let cpu = idle_wait_cpu(&q);
-            assert!(cpu < SPIN, "spun over a foreign item: {cpu:?} of CPU in 500 ms");
+            assert_idle_wait_sleeps(&q, "a foreign item");
             // The same item, its fd closed while a duplicate keeps the eventfd open.
             let again = eventfd(1);
             // SAFETY: as above.
@@ -476,8 +492,7 @@ isolated_test! {
             // SAFETY: dup takes no pointer; the new fd is owned below.
             let keep = owned(unsafe { libc::dup(again.as_raw_fd()) }, "dup");
             drop(again);
-            let cpu = idle_wait_cpu(&q);
-            assert!(cpu < SPIN, "spun over an unreachable item: {cpu:?} of CPU in 500 ms");
+            assert_idle_wait_sleeps(&q, "an unreachable item");
             // Still woken at once by what it waits for.
             q.ready_ids(&[1]);
             q.expect(&ts(5, 0), &[Want::new(KEVENT_UNOTIFY, 1)]);
@@ -495,8 +510,7 @@ isolated_test! {
         let r = q.ctl_in_place(KEVENT_CTL_REMOVE, &[e]);
         assert!(Want::of(&e).flags(KEVENT_RET_DONE).matches(&r[0]), "{r:?}");
         assert_eq!(write_fd(peer.as_raw_fd(), b"x"), 1);
-        let cpu = idle_wait_cpu(&q);
-        assert!(cpu < SPIN, "spun over a removed kevent's item: {cpu:?} of CPU in 500 ms");
+        assert_idle_wait_sleeps(&q, "a removed kevent's item");
         drop(fd);
     }
 }
