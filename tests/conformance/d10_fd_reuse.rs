@@ -155,6 +155,33 @@ isolated_test! {
         drop(r);
     }
 
+    /// P51, D10's "ABA": the watched number made to name a pipe and then the registered
+    /// socket again, with no wake-up and no call between, names the registered file: the
+    /// registration is live, an ADD of its key is `-EEXIST` like for any live registration,
+    /// and the socket's readiness is reported through it.
+    fn p51_the_registered_file_back_on_its_number_is_still_registered(b) {
+        let q = Queue::new(b);
+        let (s, peer) = socketpair();
+        let x = s.as_raw_fd();
+        // SAFETY: dup takes no pointer; the new fd is owned below.
+        let keep = owned(unsafe { libc::dup(x) }, "dup");
+        let mut old = on_fd(KEVENT_SOCKET, x, KEVENT_SOCKET_RECV, 0);
+        old.set_cookie(OLD);
+        q.add_ok(&[old]);
+        let (r, _w) = pipe();
+        // SAFETY: dup2 onto a number this single-threaded child owns (`s`).
+        assert_eq!(unsafe { libc::dup2(r.as_raw_fd(), x) }, x);
+        // SAFETY: as above: the socket goes back on its number.
+        assert_eq!(unsafe { libc::dup2(keep.as_raw_fd(), x) }, x);
+        let mut again = on_fd(KEVENT_SOCKET, x, KEVENT_SOCKET_RECV, 0);
+        again.set_cookie(NEW);
+        let back = q.add(&[again]);
+        expect_events(&back, &[Want::of(&again).broken(Errno::EEXIST)]);
+        assert_eq!(write_fd(peer.as_raw_fd(), b"x"), 1);
+        q.expect(&ms(1000), &[Want::of(&old).event(KEVENT_SOCKET_RECV)]);
+        drop((s, keep));
+    }
+
     /// D10 when the old kevent is re-checked at delivery: a READY mark on it (with and
     /// without LAST_CHECK, which makes the queue look at the fd then, decision P6) after its
     /// number went to a ready new file never reports the new file; the old kevent is
