@@ -188,16 +188,18 @@ void kevent_insert(struct kevent *k)
 }
 
 /*
- * A thread in kevent_get_events() or kevent_wait(), on q->holders for the
- * whole call.
+ * A thread in kevent_get_events() or kevent_wait(), on q->holders from the
+ * first time it sleeps to the end of its call (a call that returns without
+ * sleeping never joins: nothing reads its @own).
  *
  * The kevents its call delivered (or skipped as delivered) go back on
  * q->ready before it sleeps, where other waiters and ->poll() see them (a
  * private list would hide them: a producer merging into them wakes
  * nobody). Its own call must not deliver them twice, so its wake-up target
  * does not count them: @own is how many queued kevents (counted in
- * q->nready) carry its call's stamp. Every change of k->counted or
- * k->stamp goes through kevent_own(), so @own is exact.
+ * q->nready) carry its call's stamp. It starts, when the call joins, from
+ * what the call counted itself (kevent_sink.own); from then on every change
+ * of k->counted or k->stamp goes through kevent_own(), so @own is exact.
  */
 struct kevent_waiter {
 	wait_queue_entry_t wait;
@@ -232,17 +234,18 @@ static void kevent_count(struct kevent_queue *q, struct kevent *k)
 {
 	k->counted = true;
 	q->nready++;
-	kevent_own(q, k, 1);
+	if (!list_empty(&q->holders))
+		kevent_own(q, k, 1);
 }
 
 /* @k is now the call @call's: it counts toward that call's own. */
 static void kevent_stamp(struct kevent_queue *q, struct kevent *k, u64 call)
 {
 	lockdep_assert_held(&q->lock);
-	if (k->counted)
+	if (k->counted && !list_empty(&q->holders))
 		kevent_own(q, k, -1);
 	k->stamp = call;
-	if (k->counted)
+	if (k->counted && !list_empty(&q->holders))
 		kevent_own(q, k, 1);
 }
 
@@ -258,7 +261,8 @@ void kevent_dequeue(struct kevent *k)
 	if (k->counted) {
 		k->counted = false;
 		q->nready--;
-		kevent_own(q, k, -1);
+		if (!list_empty(&q->holders))
+			kevent_own(q, k, -1);
 	}
 }
 
@@ -726,6 +730,12 @@ struct kevent_sink {
 	struct list_head requeue;	/* level kevents this call delivered */
 	unsigned int fresh;		/* delivered since it last slept */
 	/*
+	 * Delivered kevents a producer queued again before the call stamped
+	 * them: counted and stamped with this call. The waiter's own starts
+	 * from it when the call first sleeps (read only then).
+	 */
+	unsigned int own;
+	/*
 	 * A call that may sleep after a delivery remembers, with a reference,
 	 * every kevent it delivered that stays registered: while it sleeps
 	 * another call may deliver one and stamp it with its own call. Sorted
@@ -935,6 +945,8 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		}
 		if (err == 2) {
 			/* A producer may have queued it again meanwhile. */
+			if (k->counted)
+				s->own++;
 			kevent_stamp(q, k, s->call);
 			s->fresh++;
 			if (s->remember) {
@@ -1000,13 +1012,19 @@ static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s,
  * waking for it would let two sleepers that both delivered a kevent wake
  * each other forever).
  */
-static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s)
+static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
+			struct kevent_waiter *w)
 {
 	unsigned int n;
 	bool wake = s->fresh;
 
 	s->fresh = 0;
 	spin_lock_irq(&q->lock);
+	if (list_empty(&w->hold)) {
+		/* Only q->mtx's holder stamps: nothing changed s->own since. */
+		w->own = s->own;
+		list_add(&w->hold, &q->holders);
+	}
 	n = kevent_requeue(q, s);
 	/* Under q->lock, as every waiter's check: no lost wake. */
 	if (n && wake && waitqueue_active(&q->wq))
@@ -1182,7 +1200,6 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 	w.call = s.call;
 	s.remember = want > 1 && d->block;
 	spin_lock_irq(&q->lock);
-	list_add(&w.hold, &q->holders);
 	w.wake_gen = q->wake_gen;
 	w.flush_gen = q->flush_gen;
 	if (q->wake_pending)
@@ -1195,7 +1212,7 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		    !d->block)
 			break;
 		w.need = want - s.n;
-		kevent_hold(q, &s);
+		kevent_hold(q, &s, &w);
 		mutex_unlock(&q->mtx);
 		ret = kevent_sleep(&w, d);
 		mutex_lock(&q->mtx);
