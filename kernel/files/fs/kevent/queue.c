@@ -789,6 +789,8 @@ static void kevent_sink_forget(struct kevent_sink *s)
 {
 	unsigned int i;
 
+	if (!s->seen)
+		return;
 	for (i = 0; i < s->nseen; i++)
 		kevent_put(s->seen[i]);
 	kvfree(s->seen);
@@ -871,6 +873,9 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 	return 2;
 }
 
+/* Entries a scan handles between two chances to reschedule. */
+#define KEVENT_SCAN_STEPS	64
+
 /*
  * Delivers what is queued, oldest first, while the sink has room. q->lock
  * is dropped only around each delivery (->report() and the copy may sleep);
@@ -880,7 +885,7 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 {
 	struct kevent *again = NULL;
-	unsigned int skipped = 0;
+	unsigned int steps = 0;
 	LIST_HEAD(batch);
 	int err = 0;
 
@@ -917,7 +922,7 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 			 * Interrupts back on now and then: the batch is this
 			 * call's, only merged into by producers.
 			 */
-			if (!(++skipped % 64)) {
+			if (!(++steps % KEVENT_SCAN_STEPS)) {
 				spin_unlock_irq(&q->lock);
 				cond_resched();
 				spin_lock_irq(&q->lock);
@@ -933,7 +938,8 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		spin_unlock_irq(&q->lock);
 
 		/* At most one delivery per registered kevent: long, not forever. */
-		cond_resched();
+		if (!(++steps % KEVENT_SCAN_STEPS))
+			cond_resched();
 		requeue = false;
 		err = kevent_sink_reserve(s);
 		if (!err)
