@@ -738,11 +738,16 @@ struct kevent_sink {
 	/*
 	 * A call that may sleep after a delivery remembers, with a reference,
 	 * every kevent it delivered that stays registered: while it sleeps
-	 * another call may deliver one and stamp it with its own call. Sorted
-	 * up to @nsorted; the rest carry this call's stamp (only a holder of
-	 * q->mtx stamps).
+	 * another call may deliver one and stamp it with its own call. Until
+	 * it lets q->mtx go they are only chained (@chain, through
+	 * k->seen_next: no other call delivers meanwhile), and moved to @seen
+	 * just before it sleeps, so a call that returns without sleeping
+	 * allocates and references nothing. @seen is sorted up to @nsorted;
+	 * the rest carry this call's stamp (only a holder of q->mtx stamps).
 	 */
 	bool remember;
+	struct kevent *chain;
+	unsigned int nchain;
 	struct kevent **seen;
 	unsigned int nseen, nsorted, cap;
 };
@@ -764,23 +769,35 @@ static bool kevent_delivered(struct kevent_sink *s, struct kevent *k)
 				     sizeof(*s->seen), kevent_ptr_cmp);
 }
 
-/* Room to remember one more delivery. Context: q->mtx held. */
-static int kevent_sink_reserve(struct kevent_sink *s)
+/*
+ * Before the call lets q->mtx go to sleep: what it chained is remembered,
+ * with a reference. Context: q->mtx held.
+ */
+static int kevent_sink_keep(struct kevent_sink *s)
 {
 	struct kevent **seen;
+	struct kevent *k;
 	unsigned int cap;
 
-	if (!s->remember || s->nseen < s->cap)
+	if (!s->nchain)
 		return 0;
-	/* A call delivers at most s->max kevents. */
-	cap = s->cap > s->max / 2 ? s->max : max(16U, s->cap * 2);
-	cap = min(cap, s->max);
-	seen = kvrealloc(s->seen, array_size(cap, sizeof(*seen)),
-			 GFP_KERNEL_ACCOUNT);
-	if (!seen)
-		return -ENOMEM;
-	s->seen = seen;
-	s->cap = cap;
+	if (s->nseen + s->nchain > s->cap) {
+		/* A call delivers at most s->max kevents. */
+		cap = s->cap > s->max / 2 ? s->max : max(16U, s->cap * 2);
+		cap = min(max(cap, s->nseen + s->nchain), s->max);
+		seen = kvrealloc(s->seen, array_size(cap, sizeof(*seen)),
+				 GFP_KERNEL_ACCOUNT);
+		if (!seen)
+			return -ENOMEM;
+		s->seen = seen;
+		s->cap = cap;
+	}
+	for (k = s->chain; k; k = k->seen_next) {
+		refcount_inc(&k->ref);
+		s->seen[s->nseen++] = k;
+	}
+	s->chain = NULL;
+	s->nchain = 0;
 	return 0;
 }
 
@@ -941,9 +958,7 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		if (!(++steps % KEVENT_SCAN_STEPS))
 			cond_resched();
 		requeue = false;
-		err = kevent_sink_reserve(s);
-		if (!err)
-			err = kevent_deliver_one(q, k, &snap, s, &requeue);
+		err = kevent_deliver_one(q, k, &snap, s, &requeue);
 		spin_lock_irq(&q->lock);
 		if (err < 0) {
 			kevent_restore(q, k, &snap, &batch);
@@ -956,8 +971,9 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 			kevent_stamp(q, k, s->call);
 			s->fresh++;
 			if (s->remember) {
-				refcount_inc(&k->ref);
-				s->seen[s->nseen++] = k;
+				k->seen_next = s->chain;
+				s->chain = k;
+				s->nchain++;
 			}
 		}
 		err = 0;
@@ -1218,6 +1234,9 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		    !d->block)
 			break;
 		w.need = want - s.n;
+		err = kevent_sink_keep(&s);
+		if (err)
+			break;
 		kevent_hold(q, &s, &w);
 		mutex_unlock(&q->mtx);
 		ret = kevent_sleep(&w, d);
