@@ -1147,15 +1147,16 @@ static int kevent_get_deadline(const struct __kernel_timespec __user *uts,
 	if (flags & KEVENT_FLAGS_ABSTIME) {
 		d->clock = CLOCK_REALTIME;
 		d->expires = timespec64_to_ktime(ts);
-		d->block = ktime_after(d->expires, ktime_get_real());
+		d->block = !nonblock &&
+			   ktime_after(d->expires, ktime_get_real());
 	} else {
 		d->clock = CLOCK_MONOTONIC;
-		d->block = ts.tv_sec || ts.tv_nsec;
-		d->expires = ktime_add_safe(ktime_get(),
-					    timespec64_to_ktime(ts));
+		d->block = !nonblock && (ts.tv_sec || ts.tv_nsec);
+		/* Only a wait that may sleep needs the clock. */
+		d->expires = d->block ?
+			     ktime_add_safe(ktime_get(),
+					    timespec64_to_ktime(ts)) : 0;
 	}
-	if (nonblock)
-		d->block = false;
 	return 0;
 }
 
@@ -1218,6 +1219,13 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		if (!max || old_uidx != q->uidx)
 			goto unlock;
 	}
+	/*
+	 * Nothing queued, no READY(0) to consume and no sleep: nothing to
+	 * do. With q->mtx held no other call is delivering, so every ready
+	 * kevent is on q->ready, counted in q->nready.
+	 */
+	if (!d->block && !READ_ONCE(q->nready) && !READ_ONCE(q->wake_pending))
+		goto unlock;
 	s.call = ++q->calls;
 	w.call = s.call;
 	s.remember = want > 1 && d->block;
