@@ -101,8 +101,8 @@ void kevent_queue_put(struct kevent_queue *q)
 struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
 			    const struct kevent_ops *ops)
 {
-	bool charged = inc_ucount(q->ucounts->ns, q->ucounts->uid,
-				  UCOUNT_KEVENT_KEVENTS);
+	/* q->ucounts is held by the queue, which outlives the kevent. */
+	bool charged = inc_ucount_held(q->ucounts, UCOUNT_KEVENT_KEVENTS);
 	struct kevent *k;
 
 	if (!charged && !capable(CAP_SYS_RESOURCE))
@@ -110,7 +110,7 @@ struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
 	k = kmem_cache_zalloc(kevent_caches[ops->slab], GFP_KERNEL_ACCOUNT);
 	if (!k) {
 		if (charged)
-			dec_ucount(q->ucounts, UCOUNT_KEVENT_KEVENTS);
+			dec_ucount_held(q->ucounts, UCOUNT_KEVENT_KEVENTS);
 		return ERR_PTR(-ENOMEM);
 	}
 	k->charged = charged;
@@ -132,7 +132,7 @@ void kevent_put(struct kevent *k)
 	if (!refcount_dec_and_test(&k->ref))
 		return;
 	if (k->charged)
-		dec_ucount(k->q->ucounts, UCOUNT_KEVENT_KEVENTS);
+		dec_ucount_held(k->q->ucounts, UCOUNT_KEVENT_KEVENTS);
 	kmem_cache_free(kevent_caches[k->ops->slab], k);
 }
 
