@@ -148,6 +148,7 @@ impl Queue {
         let mut proven;
         let mut deferred;
         let mut st = self.lock();
+        call.adopt(&mut st.taken_spare);
         match first {
             Ok(got) => {
                 proven = st.proves_identity(got, ctx);
@@ -326,6 +327,7 @@ impl Queue {
             ring.publish();
         }
         st.sync_wake(ctx);
+        call.hand_back(&mut st.taken_spare);
         drop(st);
         result?;
         if sink.count() == 0 && !proven {
