@@ -229,8 +229,11 @@ static void kevent_own(struct kevent_queue *q, struct kevent *k, int d)
 	}
 }
 
-/* @k, just put on a ready list or batch, counts in q->nready. */
-static void kevent_count(struct kevent_queue *q, struct kevent *k)
+/*
+ * @k, just put on a ready list or batch, counts in q->nready. Inlined, as
+ * kevent_stamp(): once per delivered kevent, usually with no waiter asleep.
+ */
+static __always_inline void kevent_count(struct kevent_queue *q, struct kevent *k)
 {
 	k->counted = true;
 	q->nready++;
@@ -239,7 +242,7 @@ static void kevent_count(struct kevent_queue *q, struct kevent *k)
 }
 
 /* @k is now the call @call's: it counts toward that call's own. */
-static void kevent_stamp(struct kevent_queue *q, struct kevent *k, u64 call)
+static __always_inline void kevent_stamp(struct kevent_queue *q, struct kevent *k, u64 call)
 {
 	lockdep_assert_held(&q->lock);
 	if (k->counted && !list_empty(&q->holders))
@@ -760,8 +763,12 @@ static int kevent_ptr_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Whether this call delivered @k already. Context: q->lock held. */
-static bool kevent_delivered(struct kevent_sink *s, struct kevent *k)
+/*
+ * Whether this call delivered @k already: it carries the call's stamp, or
+ * it is one the call remembered before it slept. Context: q->lock held.
+ */
+static __always_inline bool kevent_delivered(struct kevent_sink *s,
+					     struct kevent *k)
 {
 	if (k->stamp == s->call)
 		return true;
