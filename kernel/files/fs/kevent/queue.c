@@ -197,9 +197,10 @@ void kevent_insert(struct kevent *k)
  * private list would hide them: a producer merging into them wakes
  * nobody). Its own call must not deliver them twice, so its wake-up target
  * does not count them: @own is how many queued kevents (counted in
- * q->nready) carry its call's stamp. It starts, when the call joins, from
- * what the call counted itself (kevent_sink.own); from then on every change
- * of k->counted or k->stamp goes through kevent_own(), so @own is exact.
+ * q->nready) carry its call's stamp. It is counted under q->lock when the
+ * call joins, over the kevents the call stamped so far (kevent_hold()); from
+ * then on every change of k->counted or k->stamp goes through kevent_own(),
+ * so @own is exact.
  */
 struct kevent_waiter {
 	wait_queue_entry_t wait;
@@ -733,20 +734,16 @@ struct kevent_sink {
 	struct list_head requeue;	/* level kevents this call delivered */
 	unsigned int fresh;		/* delivered since it last slept */
 	/*
-	 * Delivered kevents a producer queued again before the call stamped
-	 * them: counted and stamped with this call. The waiter's own starts
-	 * from it when the call first sleeps (read only then).
-	 */
-	unsigned int own;
-	/*
 	 * A call that may sleep after a delivery remembers, with a reference,
 	 * every kevent it delivered that stays registered: while it sleeps
 	 * another call may deliver one and stamp it with its own call. Until
 	 * it lets q->mtx go they are only chained (@chain, through
 	 * k->seen_next: no other call delivers meanwhile), and moved to @seen
 	 * just before it sleeps, so a call that returns without sleeping
-	 * allocates and references nothing. @seen is sorted up to @nsorted;
-	 * the rest carry this call's stamp (only a holder of q->mtx stamps).
+	 * allocates and references nothing. The chain also gives the call's
+	 * own when it first sleeps (kevent_hold()). @seen is sorted up to
+	 * @nsorted; the rest carry this call's stamp (only a holder of q->mtx
+	 * stamps).
 	 */
 	bool remember;
 	struct kevent *chain;
@@ -778,7 +775,8 @@ static __always_inline bool kevent_delivered(struct kevent_sink *s,
 
 /*
  * Before the call lets q->mtx go to sleep: what it chained is remembered,
- * with a reference. Context: q->mtx held.
+ * with a reference (kevent_hold() then lets go of the chain). Context:
+ * q->mtx held.
  */
 static int kevent_sink_keep(struct kevent_sink *s)
 {
@@ -803,8 +801,6 @@ static int kevent_sink_keep(struct kevent_sink *s)
 		refcount_inc(&k->ref);
 		s->seen[s->nseen++] = k;
 	}
-	s->chain = NULL;
-	s->nchain = 0;
 	return 0;
 }
 
@@ -973,8 +969,6 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		}
 		if (err == 2) {
 			/* A producer may have queued it again meanwhile. */
-			if (k->counted)
-				s->own++;
 			kevent_stamp(q, k, s->call);
 			s->fresh++;
 			if (s->remember) {
@@ -1050,10 +1044,21 @@ static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
 	s->fresh = 0;
 	spin_lock_irq(&q->lock);
 	if (list_empty(&w->hold)) {
-		/* Only q->mtx's holder stamps: nothing changed s->own since. */
-		w->own = s->own;
+		struct kevent *k;
+
+		/*
+		 * Its stamp is on what it delivered since it took q->mtx (it
+		 * never slept yet): the chain, when the call remembers; else it
+		 * delivered nothing (min_nr 1). Those a producer queued again
+		 * are counted: its own until kevent_own() keeps it.
+		 */
+		w->own = 0;
+		for (k = s->chain; k; k = k->seen_next)
+			w->own += k->counted;
 		list_add(&w->hold, &q->holders);
 	}
+	s->chain = NULL;
+	s->nchain = 0;
 	n = kevent_requeue(q, s);
 	/* Under q->lock, as every waiter's check: no lost wake. */
 	if (n && wake && waitqueue_active(&q->wq))
