@@ -42,12 +42,34 @@ pub(super) struct Call {
     sorted: usize,
 }
 
+/// The largest delivered-token list a finished wait hands on to the next one (its
+/// allocation, 32 KiB); a larger one is freed.
+const TAKEN_KEPT: usize = 4096;
+
 impl Call {
     pub(super) fn new(id: u32) -> Call {
         Call {
             id,
             taken: Vec::new(),
             sorted: 0,
+        }
+    }
+
+    /// Takes over the list a finished wait left (`State::taken_spare`), before this wait
+    /// delivers anything: a push per delivery then allocates only beyond what earlier
+    /// waits needed. Several waits of one queue at once each get their own list.
+    pub(super) fn adopt(&mut self, spare: &mut Vec<u64>) {
+        debug_assert!(self.taken.is_empty(), "adopt() before any delivery");
+        self.taken = std::mem::take(spare);
+        self.taken.clear();
+    }
+
+    /// The end of the wait: its list, emptied, goes back for the next one (unless another
+    /// finished wait put one there already, or it grew beyond [`TAKEN_KEPT`]).
+    pub(super) fn hand_back(&mut self, spare: &mut Vec<u64>) {
+        if spare.capacity() == 0 && self.taken.capacity() <= TAKEN_KEPT {
+            self.taken.clear();
+            *spare = std::mem::take(&mut self.taken);
         }
     }
 

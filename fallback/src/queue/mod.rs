@@ -86,6 +86,9 @@ struct State {
     wake_token: bool,
     wake_signaled: bool,
     dead: bool,
+    /// The delivered-token list of a finished wait, empty, kept for the next one
+    /// (`Call::adopt`): a wait then records its deliveries without allocating.
+    taken_spare: Vec<u64>,
 }
 
 /// One queue.
@@ -142,6 +145,7 @@ impl Queue {
                 wake_token: false,
                 wake_signaled: false,
                 dead: false,
+                taken_spare: Vec::new(),
             }),
         };
         Ok((q, ep))

@@ -165,6 +165,7 @@ impl Queue {
         // Events the asynchronous ring had received when the gate passed (P38's return).
         let mut start_pushed: Option<u64> = None;
         let mut st = self.lock();
+        call.adopt(&mut st.taken_spare);
         match first {
             Ok(got) => {
                 proven = st.proves_identity(got, ctx);
@@ -373,6 +374,7 @@ impl Queue {
             .zip(st.ring.as_ref())
             .map(|(start, r)| r.pushed().wrapping_sub(start).min(u64::from(r.size())) as u32);
         st.sync_wake(ctx);
+        call.hand_back(&mut st.taken_spare);
         drop(st);
         result?;
         if sink.count() == 0 && !proven {

@@ -176,6 +176,7 @@ struct kevent {
 	bool registered;		/* in the tree; under q->mtx */
 	bool charged;			/* counted in max_user_kevents */
 	u64 stamp;			/* its call; q->mtx and q->lock */
+	struct kevent *seen_next;	/* delivered by q->mtx's holder (queue.c) */
 
 	/* under q->lock */
 	bool counted;

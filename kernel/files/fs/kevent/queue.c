@@ -101,8 +101,8 @@ void kevent_queue_put(struct kevent_queue *q)
 struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
 			    const struct kevent_ops *ops)
 {
-	bool charged = inc_ucount(q->ucounts->ns, q->ucounts->uid,
-				  UCOUNT_KEVENT_KEVENTS);
+	/* q->ucounts is held by the queue, which outlives the kevent. */
+	bool charged = inc_ucount_held(q->ucounts, UCOUNT_KEVENT_KEVENTS);
 	struct kevent *k;
 
 	if (!charged && !capable(CAP_SYS_RESOURCE))
@@ -110,7 +110,7 @@ struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
 	k = kmem_cache_zalloc(kevent_caches[ops->slab], GFP_KERNEL_ACCOUNT);
 	if (!k) {
 		if (charged)
-			dec_ucount(q->ucounts, UCOUNT_KEVENT_KEVENTS);
+			dec_ucount_held(q->ucounts, UCOUNT_KEVENT_KEVENTS);
 		return ERR_PTR(-ENOMEM);
 	}
 	k->charged = charged;
@@ -132,7 +132,7 @@ void kevent_put(struct kevent *k)
 	if (!refcount_dec_and_test(&k->ref))
 		return;
 	if (k->charged)
-		dec_ucount(k->q->ucounts, UCOUNT_KEVENT_KEVENTS);
+		dec_ucount_held(k->q->ucounts, UCOUNT_KEVENT_KEVENTS);
 	kmem_cache_free(kevent_caches[k->ops->slab], k);
 }
 
@@ -188,16 +188,19 @@ void kevent_insert(struct kevent *k)
 }
 
 /*
- * A thread in kevent_get_events() or kevent_wait(), on q->holders for the
- * whole call.
+ * A thread in kevent_get_events() or kevent_wait(), on q->holders from the
+ * first time it sleeps to the end of its call (a call that returns without
+ * sleeping never joins: nothing reads its @own).
  *
  * The kevents its call delivered (or skipped as delivered) go back on
  * q->ready before it sleeps, where other waiters and ->poll() see them (a
  * private list would hide them: a producer merging into them wakes
  * nobody). Its own call must not deliver them twice, so its wake-up target
  * does not count them: @own is how many queued kevents (counted in
- * q->nready) carry its call's stamp. Every change of k->counted or
- * k->stamp goes through kevent_own(), so @own is exact.
+ * q->nready) carry its call's stamp. It is counted under q->lock when the
+ * call joins, over the kevents the call stamped so far (kevent_hold()); from
+ * then on every change of k->counted or k->stamp goes through kevent_own(),
+ * so @own is exact.
  */
 struct kevent_waiter {
 	wait_queue_entry_t wait;
@@ -228,22 +231,26 @@ static void kevent_own(struct kevent_queue *q, struct kevent *k, int d)
 	}
 }
 
-/* @k, just put on a ready list or batch, counts in q->nready. */
-static void kevent_count(struct kevent_queue *q, struct kevent *k)
+/*
+ * @k, just put on a ready list or batch, counts in q->nready. Inlined, as
+ * kevent_stamp(): once per delivered kevent, usually with no waiter asleep.
+ */
+static __always_inline void kevent_count(struct kevent_queue *q, struct kevent *k)
 {
 	k->counted = true;
 	q->nready++;
-	kevent_own(q, k, 1);
+	if (!list_empty(&q->holders))
+		kevent_own(q, k, 1);
 }
 
 /* @k is now the call @call's: it counts toward that call's own. */
-static void kevent_stamp(struct kevent_queue *q, struct kevent *k, u64 call)
+static __always_inline void kevent_stamp(struct kevent_queue *q, struct kevent *k, u64 call)
 {
 	lockdep_assert_held(&q->lock);
-	if (k->counted)
+	if (k->counted && !list_empty(&q->holders))
 		kevent_own(q, k, -1);
 	k->stamp = call;
-	if (k->counted)
+	if (k->counted && !list_empty(&q->holders))
 		kevent_own(q, k, 1);
 }
 
@@ -259,7 +266,8 @@ void kevent_dequeue(struct kevent *k)
 	if (k->counted) {
 		k->counted = false;
 		q->nready--;
-		kevent_own(q, k, -1);
+		if (!list_empty(&q->holders))
+			kevent_own(q, k, -1);
 	}
 }
 
@@ -776,11 +784,18 @@ struct kevent_sink {
 	/*
 	 * A call that may sleep after a delivery remembers, with a reference,
 	 * every kevent it delivered that stays registered: while it sleeps
-	 * another call may deliver one and stamp it with its own call. Sorted
-	 * up to @nsorted; the rest carry this call's stamp (only a holder of
-	 * q->mtx stamps).
+	 * another call may deliver one and stamp it with its own call. Until
+	 * it lets q->mtx go they are only chained (@chain, through
+	 * k->seen_next: no other call delivers meanwhile), and moved to @seen
+	 * just before it sleeps, so a call that returns without sleeping
+	 * allocates and references nothing. The chain also gives the call's
+	 * own when it first sleeps (kevent_hold()). @seen is sorted up to
+	 * @nsorted; the rest carry this call's stamp (only a holder of q->mtx
+	 * stamps).
 	 */
 	bool remember;
+	struct kevent *chain;
+	unsigned int nchain;
 	struct kevent **seen;
 	unsigned int nseen, nsorted, cap;
 };
@@ -793,8 +808,12 @@ static int kevent_ptr_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Whether this call delivered @k already. Context: q->lock held. */
-static bool kevent_delivered(struct kevent_sink *s, struct kevent *k)
+/*
+ * Whether this call delivered @k already: it carries the call's stamp, or
+ * it is one the call remembered before it slept. Context: q->lock held.
+ */
+static __always_inline bool kevent_delivered(struct kevent_sink *s,
+					     struct kevent *k)
 {
 	if (k->stamp == s->call)
 		return true;
@@ -802,23 +821,34 @@ static bool kevent_delivered(struct kevent_sink *s, struct kevent *k)
 				     sizeof(*s->seen), kevent_ptr_cmp);
 }
 
-/* Room to remember one more delivery. Context: q->mtx held. */
-static int kevent_sink_reserve(struct kevent_sink *s)
+/*
+ * Before the call lets q->mtx go to sleep: what it chained is remembered,
+ * with a reference (kevent_hold() then lets go of the chain). Context:
+ * q->mtx held.
+ */
+static int kevent_sink_keep(struct kevent_sink *s)
 {
 	struct kevent **seen;
+	struct kevent *k;
 	unsigned int cap;
 
-	if (!s->remember || s->nseen < s->cap)
+	if (!s->nchain)
 		return 0;
-	/* A call delivers at most s->max kevents. */
-	cap = s->cap > s->max / 2 ? s->max : max(16U, s->cap * 2);
-	cap = min(cap, s->max);
-	seen = kvrealloc(s->seen, array_size(cap, sizeof(*seen)),
-			 GFP_KERNEL_ACCOUNT);
-	if (!seen)
-		return -ENOMEM;
-	s->seen = seen;
-	s->cap = cap;
+	if (s->nseen + s->nchain > s->cap) {
+		/* A call delivers at most s->max kevents. */
+		cap = s->cap > s->max / 2 ? s->max : max(16U, s->cap * 2);
+		cap = min(max(cap, s->nseen + s->nchain), s->max);
+		seen = kvrealloc(s->seen, array_size(cap, sizeof(*seen)),
+				 GFP_KERNEL_ACCOUNT);
+		if (!seen)
+			return -ENOMEM;
+		s->seen = seen;
+		s->cap = cap;
+	}
+	for (k = s->chain; k; k = k->seen_next) {
+		refcount_inc(&k->ref);
+		s->seen[s->nseen++] = k;
+	}
 	return 0;
 }
 
@@ -827,6 +857,8 @@ static void kevent_sink_forget(struct kevent_sink *s)
 {
 	unsigned int i;
 
+	if (!s->seen)
+		return;
 	for (i = 0; i < s->nseen; i++)
 		kevent_put(s->seen[i]);
 	kvfree(s->seen);
@@ -910,6 +942,9 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 	return 2;
 }
 
+/* Entries a scan handles between two chances to reschedule. */
+#define KEVENT_SCAN_STEPS	64
+
 /*
  * Delivers what is queued, oldest first, while the sink has room. q->lock
  * is dropped only around each delivery (->report() and the copy may sleep);
@@ -919,7 +954,7 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 {
 	struct kevent *again = NULL;
-	unsigned int skipped = 0;
+	unsigned int steps = 0;
 	LIST_HEAD(batch);
 	int err = 0;
 
@@ -956,7 +991,7 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 			 * Interrupts back on now and then: the batch is this
 			 * call's, only merged into by producers.
 			 */
-			if (!(++skipped % 64)) {
+			if (!(++steps % KEVENT_SCAN_STEPS)) {
 				spin_unlock_irq(&q->lock);
 				cond_resched();
 				spin_lock_irq(&q->lock);
@@ -973,11 +1008,10 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		spin_unlock_irq(&q->lock);
 
 		/* At most one delivery per registered kevent: long, not forever. */
-		cond_resched();
+		if (!(++steps % KEVENT_SCAN_STEPS))
+			cond_resched();
 		requeue = false;
-		err = kevent_sink_reserve(s);
-		if (!err)
-			err = kevent_deliver_one(q, k, &snap, s, &requeue);
+		err = kevent_deliver_one(q, k, &snap, s, &requeue);
 		spin_lock_irq(&q->lock);
 		q->nbusy--;
 		if (err < 0) {
@@ -991,8 +1025,9 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 			kevent_stamp(q, k, s->call);
 			s->fresh++;
 			if (s->remember) {
-				refcount_inc(&k->ref);
-				s->seen[s->nseen++] = k;
+				k->seen_next = s->chain;
+				s->chain = k;
+				s->nchain++;
 			}
 		}
 		err = 0;
@@ -1053,13 +1088,30 @@ static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s,
  * waking for it would let two sleepers that both delivered a kevent wake
  * each other forever).
  */
-static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s)
+static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
+			struct kevent_waiter *w)
 {
 	unsigned int n;
 	bool wake = s->fresh;
 
 	s->fresh = 0;
 	spin_lock_irq(&q->lock);
+	if (list_empty(&w->hold)) {
+		struct kevent *k;
+
+		/*
+		 * Its stamp is on what it delivered since it took q->mtx (it
+		 * never slept yet): the chain, when the call remembers; else it
+		 * delivered nothing (min_nr 1). Those a producer queued again
+		 * are counted: its own until kevent_own() keeps it.
+		 */
+		w->own = 0;
+		for (k = s->chain; k; k = k->seen_next)
+			w->own += k->counted;
+		list_add(&w->hold, &q->holders);
+	}
+	s->chain = NULL;
+	s->nchain = 0;
 	n = kevent_requeue(q, s);
 	/* Under q->lock, as every waiter's check: no lost wake. */
 	if (n && wake && waitqueue_active(&q->wq))
@@ -1160,15 +1212,16 @@ static int kevent_get_deadline(const struct __kernel_timespec __user *uts,
 	if (flags & KEVENT_FLAGS_ABSTIME) {
 		d->clock = CLOCK_REALTIME;
 		d->expires = timespec64_to_ktime(ts);
-		d->block = ktime_after(d->expires, ktime_get_real());
+		d->block = !nonblock &&
+			   ktime_after(d->expires, ktime_get_real());
 	} else {
 		d->clock = CLOCK_MONOTONIC;
-		d->block = ts.tv_sec || ts.tv_nsec;
-		d->expires = ktime_add_safe(ktime_get(),
-					    timespec64_to_ktime(ts));
+		d->block = !nonblock && (ts.tv_sec || ts.tv_nsec);
+		/* Only a wait that may sleep needs the clock. */
+		d->expires = d->block ?
+			     ktime_add_safe(ktime_get(),
+					    timespec64_to_ktime(ts)) : 0;
 	}
-	if (nonblock)
-		d->block = false;
 	return 0;
 }
 
@@ -1246,11 +1299,17 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		err = -EINVAL;
 		goto unlock;
 	}
+	/*
+	 * Nothing queued, no READY(0) to consume and no sleep: nothing to
+	 * do. With q->mtx held no other call is delivering, so every ready
+	 * kevent is on q->ready, counted in q->nready.
+	 */
+	if (!d->block && !READ_ONCE(q->nready) && !READ_ONCE(q->wake_pending))
+		goto unlock;
 	s.call = ++q->calls;
 	w.call = s.call;
 	s.remember = want > 1 && d->block;
 	spin_lock_irq(&q->lock);
-	list_add(&w.hold, &q->holders);
 	w.wake_gen = q->wake_gen;
 	w.flush_gen = q->flush_gen;
 	if (q->wake_pending)
@@ -1263,7 +1322,10 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		    !d->block)
 			break;
 		w.need = want - s.n;
-		kevent_hold(q, &s);
+		err = kevent_sink_keep(&s);
+		if (err)
+			break;
+		kevent_hold(q, &s, &w);
 		mutex_unlock(&q->mtx);
 		ret = kevent_sleep(&w, d);
 		mutex_lock(&q->mtx);
