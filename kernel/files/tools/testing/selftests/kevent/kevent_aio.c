@@ -225,7 +225,11 @@ TEST_F(aio, errnos)
 	snprintf(sun.sun_path + 1, sizeof(sun.sun_path) - 1, "kevent-aio-%d", getpid());
 	ASSERT_EQ(0, bind(lsn, (void *)&sun, sizeof(sun)));
 	ASSERT_EQ(0, listen(lsn, 1));
+	/* mkstemp() opens for reading and writing: reopen write-only. */
 	wo = mkstemp(path);
+	ASSERT_LE(0, wo);
+	close(wo);
+	wo = open(path, O_WRONLY | O_CLOEXEC);
 	ASSERT_LE(0, wo);
 	unlink(path);
 	dir = open("/tmp", O_RDONLY | O_DIRECTORY);
