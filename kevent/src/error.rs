@@ -49,6 +49,8 @@ pub enum Op {
     TimerGettime,
     /// `timer_delete`.
     TimerDelete,
+    /// `kevent_aio_sendfile` ([`Queue::sendfile`](crate::Queue::sendfile)).
+    AioSendfile,
     /// Registering the queue fd with an async runtime's reactor, or waiting for it to be
     /// readable (the `tokio` and `async-io` features).
     Reactor,
@@ -74,6 +76,7 @@ impl Op {
             Op::TimerSettime => "timer_settime",
             Op::TimerGettime => "timer_gettime",
             Op::TimerDelete => "timer_delete",
+            Op::AioSendfile => "kevent_aio_sendfile",
             Op::Reactor => "async reactor",
         }
     }

@@ -106,10 +106,18 @@ pub enum EventKind {
         /// The caller's id.
         id: u64,
     },
-    /// `KEVENT_AIO`: a transfer completed.
+    /// `KEVENT_AIO`: the transfer [`Queue::sendfile`](crate::Queue::sendfile) started ended
+    /// (**D18**). The request is gone (ONESHOT).
     Aio {
-        /// Bytes transferred (`ret_data[0..1]`, low word first).
+        /// The request id ([`AioRequest::id`](crate::AioRequest::id)).
+        request: u64,
+        /// Bytes sent: the 64-bit count (`ret_data[0..1]`, low word first); when `error` is
+        /// set, the low 32 bits of the bytes sent before it (`ret_data[0]`).
         bytes: u64,
+        /// Why the transfer stopped early (`ret_data[1] = -errno` of a BROKEN event): `EPIPE`
+        /// or `ECONNRESET` when the peer closed, …; `None` when it sent `count` bytes or
+        /// reached the end of the file.
+        error: Option<Errno>,
     },
     /// A type this crate does not know.
     Other {
@@ -234,9 +242,14 @@ impl Event {
                 events: InodeEvents::from_bits_retain(r0),
             },
             sys::KEVENT_UNOTIFY => EventKind::User { id: uk.id.as_u64() },
-            sys::KEVENT_AIO => EventKind::Aio {
-                bytes: u64::from(r0) | (u64::from(r1) << 32),
-            },
+            sys::KEVENT_AIO => {
+                let (bytes, error) = crate::aio::completion(self.is_broken(), [r0, r1]);
+                EventKind::Aio {
+                    request: uk.id.as_u64(),
+                    bytes,
+                    error,
+                }
+            }
             other => EventKind::Other {
                 raw_type: other,
                 id: uk.id.as_u64(),
@@ -448,11 +461,25 @@ mod tests {
                 count: 2
             }
         );
-        let a = ev(sys::KEVENT_AIO, [0, 0], 0, [1, 1]).kind();
+        let a = ev(sys::KEVENT_AIO, [9, 0], 0, [1, 1]).kind();
         assert_eq!(
             a,
             EventKind::Aio {
-                bytes: (1 << 32) | 1
+                request: 9,
+                bytes: (1 << 32) | 1,
+                error: None
+            }
+        );
+        // D18: BROKEN carries the low 32 bits of the count and -errno.
+        let flags = sys::KEVENT_RET_BROKEN | sys::KEVENT_RET_DONE;
+        let epipe = (-libc::EPIPE) as u32;
+        let a = ev(sys::KEVENT_AIO, [3, 0], flags, [4096, epipe]).kind();
+        assert_eq!(
+            a,
+            EventKind::Aio {
+                request: 3,
+                bytes: 4096,
+                error: Some(Errno::EPIPE)
             }
         );
         let o = ev(77, [1, 0], 0, [0, 0]).kind();

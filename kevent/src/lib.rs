@@ -125,8 +125,9 @@
 //!
 //! # What this crate leaves out
 //!
-//! Kernel AIO (`KEVENT_AIO`, created by `aio_sendfile`) has no builder; its events decode
-//! as [`EventKind::Aio`]. NAIO does not exist (ADD answers `ENOSYS`). The normative contract
+//! Kernel AIO (`KEVENT_AIO`) is not added but started: [`Queue::sendfile`] returns an
+//! [`AioRequest`], and the end decodes as [`EventKind::Aio`]. NAIO does not exist (ADD
+//! answers `ENOSYS`). The normative contract
 //! is the project's `kevent-abi.md`; the rule numbers these docs cite (**D7**, **P30**) are
 //! summarised in [`rules`]. The [`guide`] walks through a first event loop.
 //!
@@ -154,6 +155,7 @@ compile_error!(
     "kevent: the kevent ABI exists on Linux only (a kevent kernel, or the fallback engine over epoll, timerfd, eventfd and inotify)"
 );
 
+mod aio;
 mod async_ring;
 mod error;
 mod event;
@@ -171,6 +173,7 @@ pub mod source;
 mod timeout;
 mod timers;
 
+pub use aio::AioRequest;
 pub use async_ring::{ASYNC_RING_MAX, AsyncRing, Drain};
 pub use error::{Error, Op, Result};
 pub use event::{Event, EventKind, Events, Iter, Key};

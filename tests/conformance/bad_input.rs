@@ -1,6 +1,7 @@
 //! Bad input, everywhere: every call × every invalid argument class (queue fds: closed,
 //! negative, not a kevent queue; counts: 0, huge, above the ring; timespecs; commands;
-//! flags (D1); commit indices and `over`). Each gets the spec's errno, and the queue stays
+//! flags (D1); commit indices and `over`; `kevent_aio_sendfile`'s files and ranges, D18).
+//! Each gets the spec's errno, and the queue stays
 //! usable afterwards (an UNOTIFY kevent still goes through it exactly once).
 //!
 //! NULL pointers and counts larger than the buffer cannot be expressed through
@@ -19,11 +20,21 @@ use kevent_test_support::*;
 /// An fd number that is not open in any test process.
 const CLOSED_FD: i32 = 999_983;
 
-/// Every call of the ABI on `fd`, each with otherwise valid arguments.
+/// Every call of the ABI on `fd`, each with otherwise valid arguments; `kevent_aio_sendfile`
+/// (D18) where the backend has it (a connected socket and a regular file: only `fd` is bad).
 fn every_call(b: Backend, fd: i32) -> Vec<(&'static str, Result<u32, Errno>)> {
     let mut e = [user(1, 0)];
     let mut buf = [ukevent::default(); 4];
-    vec![
+    let mut calls = Vec::new();
+    if b.has_aio() {
+        // Far from `fd`, whose number they must not take (it may be a closed queue's).
+        let (s, peer) = socketpair();
+        let exe: OwnedFd = std::fs::File::open("/proc/self/exe").expect("exe").into();
+        let (s, _peer, exe) = (high(s), high(peer), high(exe));
+        let r = b.aio_sendfile(fd, s.as_raw_fd(), exe.as_raw_fd(), 0, 1);
+        calls.push(("aio_sendfile", r.map(|_| 0)));
+    }
+    calls.extend([
         ("ctl(ADD)", b.ctl(fd, KEVENT_CTL_ADD, &mut e.clone())),
         ("ctl(REMOVE)", b.ctl(fd, KEVENT_CTL_REMOVE, &mut e.clone())),
         ("ctl(MODIFY)", b.ctl(fd, KEVENT_CTL_MODIFY, &mut e.clone())),
@@ -37,7 +48,15 @@ fn every_call(b: Backend, fd: i32) -> Vec<(&'static str, Result<u32, Errno>)> {
         ("wait({0,0})", b.wait(fd, 1, 0, &ZERO, 0)),
         ("wait(1 s)", b.wait(fd, 1, 0, &ts(1, 0), 0)),
         ("commit", b.commit(fd, 0, 0)),
-    ]
+    ]);
+    calls
+}
+
+/// `fd` moved to a number at or above 512 (the number it had is free again).
+fn high(fd: OwnedFd) -> OwnedFd {
+    // SAFETY: F_DUPFD_CLOEXEC with an int argument on an open fd.
+    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 512) };
+    owned(n, "F_DUPFD_CLOEXEC")
 }
 
 #[track_caller]
@@ -291,6 +310,48 @@ backend_test! {
         // over = ring_over - 1 (wrapping) is accepted.
         assert_eq!(q.commit(1, u32::MAX), Ok(1));
         assert_eq!(q.commit(2, 0), Ok(1));
+        assert_usable(&q);
+    }
+}
+
+backend_test! {
+    /// D18: `kevent_aio_sendfile` with every class of bad `sock_fd` and `in_fd` (closed,
+    /// negative, the wrong kind of file, the queue itself) and every overflowing range:
+    /// EBADF, EINVAL or ENOTCONN, nothing started, the queue still usable.
+    fn d18_aio_sendfile_bad_fds_and_ranges(b) {
+        if !b.has_aio() {
+            return;
+        }
+        let q = Queue::new(b);
+        let (s, _peer) = socketpair();
+        let exe = std::fs::File::open("/proc/self/exe").expect("/proc/self/exe");
+        let (s, f) = (s.as_raw_fd(), exe.as_raw_fd());
+        for bad in [-1, -2, i32::MIN, CLOSED_FD, i32::MAX] {
+            assert_eq!(b.aio_sendfile(q.fd, bad, f, 0, 1), Err(Errno::EBADF), "sock_fd {bad}");
+            assert_eq!(b.aio_sendfile(q.fd, s, bad, 0, 1), Err(Errno::EBADF), "in_fd {bad}");
+        }
+        for (what, fd) in not_queues() {
+            // A regular file opened for writing only is still not readable.
+            assert_eq!(
+                b.aio_sendfile(q.fd, s, fd.as_raw_fd(), 0, 1),
+                Err(Errno::EINVAL),
+                "in_fd: {what}"
+            );
+            if what != "a socket" {
+                assert_eq!(
+                    b.aio_sendfile(q.fd, fd.as_raw_fd(), f, 0, 1),
+                    Err(Errno::EINVAL),
+                    "sock_fd: {what}"
+                );
+            }
+        }
+        assert_eq!(b.aio_sendfile(q.fd, q.fd, f, 0, 1), Err(Errno::EINVAL), "the queue as sock_fd");
+        assert_eq!(b.aio_sendfile(q.fd, s, q.fd, 0, 1), Err(Errno::EINVAL), "the queue as in_fd");
+        let max = i64::MAX as u64;
+        for (off, count) in [(u64::MAX, 0), (u64::MAX, u64::MAX), (max + 1, 0), (max, 1), (1, max), (0, u64::MAX)] {
+            assert_eq!(b.aio_sendfile(q.fd, s, f, off, count), Err(Errno::EINVAL), "{off} + {count}");
+        }
+        q.expect_no_events();
         assert_usable(&q);
     }
 }

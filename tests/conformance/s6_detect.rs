@@ -167,7 +167,12 @@ fn s6_native_only_when_the_kernel_advertises_kevent() {
                 .run()
                 .ok()
                 .and_then(|d| d.syscalls);
-            let reaches = advertised == Some(t);
+            // The five numbers decide; the header table never has the sixth (P37), the
+            // advertisement of a kernel with native AIO has it.
+            let five = |t: kevent_sys::syscall::SyscallTable| {
+                (t.init, t.ctl, t.get_events, t.wait, t.commit)
+            };
+            let reaches = advertised.is_some_and(|a| five(a) == five(t));
             assert_eq!(native.is_ok(), reaches, "header numbers {t:?}: {native:?}");
         }
     }

@@ -26,6 +26,16 @@ pub(super) const CTL_ERRNOS: &[i32] = &[libc::EBADF, libc::EINVAL, libc::EFAULT,
 pub(super) const GET_ERRNOS: &[i32] = &[libc::EBADF, libc::EINVAL, libc::EFAULT, libc::ENOMEM];
 pub(super) const WAIT_ERRNOS: &[i32] = &[libc::EBADF, libc::EINVAL];
 pub(super) const COMMIT_ERRNOS: &[i32] = &[libc::EBADF, libc::EINVAL, libc::EOVERFLOW];
+/// D18's errors of the call, the bounds on requests (`ENOSPC` natively, `EAGAIN` on the
+/// fallback) and `ENOSYS` on a kernel without it (P37).
+pub(super) const AIO_ERRNOS: &[i32] = &[
+    libc::EBADF,
+    libc::EINVAL,
+    libc::ENOTCONN,
+    libc::ENOSPC,
+    libc::EAGAIN,
+    libc::ENOSYS,
+];
 pub(super) const TIMER_ERRNOS: &[i32] = &[
     libc::EINVAL,
     libc::EFAULT,

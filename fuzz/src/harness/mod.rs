@@ -97,7 +97,7 @@ pub fn run_one(data: &[u8]) {
     let mut ops = 0;
     while !s.is_empty() && ops < MAX_OPS {
         ops += 1;
-        let op = s.below(26);
+        let op = s.below(27);
         if h.queues.is_empty() && !h.bad(&mut s) {
             h.op_init(&mut s);
             continue;
@@ -115,6 +115,7 @@ pub fn run_one(data: &[u8]) {
             21 => h.op_signal(&mut s),
             22 => h.op_inode(&mut s),
             23 => h.op_nonblock(&mut s),
+            24 => h.op_aio(&mut s),
             _ => h.op_timer(&mut s),
         }
     }

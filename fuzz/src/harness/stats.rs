@@ -10,8 +10,9 @@ pub struct Stats {
     pub inputs: AtomicU64,
     /// Operations decoded and executed.
     pub ops: AtomicU64,
-    /// Calls of each entry point: init, ctl, get_events, wait, commit, timer_*.
-    pub calls: [AtomicU64; 6],
+    /// Calls of each entry point: init, ctl, get_events, wait, commit, timer_*,
+    /// aio_sendfile.
+    pub calls: [AtomicU64; 7],
     /// Calls that returned -1.
     pub errors: AtomicU64,
     /// Events returned by get_events.
@@ -28,7 +29,7 @@ pub struct Stats {
 pub static STATS: Stats = Stats {
     inputs: AtomicU64::new(0),
     ops: AtomicU64::new(0),
-    calls: [const { AtomicU64::new(0) }; 6],
+    calls: [const { AtomicU64::new(0) }; 7],
     errors: AtomicU64::new(0),
     events: AtomicU64::new(0),
     ring_events: AtomicU64::new(0),
@@ -41,7 +42,7 @@ impl Stats {
     pub fn summary(&self) -> String {
         let c: Vec<u64> = self.calls.iter().map(|a| a.load(Relaxed)).collect();
         format!(
-            "inputs {} ops {} calls: init {} ctl {} get_events {} wait {} commit {} timer_* {} \
+            "inputs {} ops {} calls: init {} ctl {} get_events {} wait {} commit {} timer_* {} aio {} \
              (-1 returns {}); events {} ring events {} slots released {}; longest call {} us",
             self.inputs.load(Relaxed),
             self.ops.load(Relaxed),
@@ -51,6 +52,7 @@ impl Stats {
             c[3],
             c[4],
             c[5],
+            c[6],
             self.errors.load(Relaxed),
             self.events.load(Relaxed),
             self.ring_events.load(Relaxed),

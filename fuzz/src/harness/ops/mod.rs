@@ -2,6 +2,7 @@
 //! from the input, makes the call (or changes the world around the queues), and checks the
 //! result against the model.
 
+mod aio;
 mod commit;
 mod ctl;
 mod get_events;

@@ -24,8 +24,8 @@
 
 /*
  * The type registry: what ADD accepts. POSIX_TIMER kevents come only from
- * timer_create() (ptimer.c); NAIO, AIO and unknown types answer -ENOSYS
- * (D2).
+ * timer_create() (ptimer.c), AIO ones from kevent_aio_sendfile() (aio.c);
+ * NAIO, AIO and unknown types answer -ENOSYS (D2).
  */
 static const struct kevent_ops *kevent_type_ops(u32 type)
 {
@@ -47,11 +47,20 @@ static const struct kevent_ops *kevent_type_ops(u32 type)
 	}
 }
 
-/* The request flags the queue keeps: POLL always re-checks (section 4). */
+/*
+ * The request flags the queue keeps: POLL always re-checks (section 4), an
+ * AIO request ends with its one event whatever MODIFY says (P36).
+ */
 static u32 kevent_effective_flags(u32 type, u32 req_flags)
 {
-	return type == KEVENT_POLL ? req_flags | KEVENT_REQ_LAST_CHECK :
-				     req_flags;
+	switch (type) {
+	case KEVENT_POLL:
+		return req_flags | KEVENT_REQ_LAST_CHECK;
+	case KEVENT_AIO:
+		return req_flags | KEVENT_REQ_ONESHOT;
+	default:
+		return req_flags;
+	}
 }
 
 static void kevent_entry_failed(struct ukevent *e, int err)

@@ -16,6 +16,9 @@
  *                       "under q->lock", and q->wq)
  *   q->wq.lock         (only ever taken inside q->lock)
  *
+ * An AIO request's own lock (aio.c) is a leaf taken inside its socket's wait
+ * queue lock; its work takes q->lock only (kevent_notify()), never q->mtx.
+ *
  * Producers (wait queue callbacks, hrtimer callbacks, READY) run in any
  * context and take only q->lock. They never touch the tree or user memory
  * (an asynchronous ring is written through its pinned kernel mapping,
@@ -45,6 +48,7 @@ struct kevent;
 struct kevent_aring;
 struct kevent_inode_mark;
 struct kevent_queue;
+struct mem_cgroup;
 
 /* What a type's report() says about one kevent at delivery. */
 enum kevent_report {
@@ -68,6 +72,7 @@ enum kevent_slab {
 	KEVENT_SLAB_SIGNAL,
 	KEVENT_SLAB_PTIMER,
 	KEVENT_SLAB_INODE,
+	KEVENT_SLAB_AIO,
 	KEVENT_NR_SLABS,
 };
 
@@ -146,6 +151,29 @@ struct kevent_inode {
 	struct kevent_inode_mark *mark;
 };
 
+/*
+ * AIO: one kevent_aio_sendfile() request (aio.c). The work owns the fields
+ * but @lock's while it runs; see aio.c for who owns a request when.
+ */
+struct kevent_aio {
+	struct work_struct work;
+	struct wait_queue_entry wait;	/* on the socket's wait queue */
+	wait_queue_head_t *whead;	/* where @wait was hung, or NULL */
+	struct file *in;		/* references; NULL once released */
+	struct file *sock;
+	const struct cred *cred;	/* the caller's */
+	struct mem_cgroup *memcg;	/* the caller's, or NULL */
+	loff_t pos;			/* next byte of @in */
+	u64 left;
+	u64 sent;
+	int err;			/* ended on it (-errno), or 0 */
+	bool done;			/* the result is final (release/acquire) */
+	spinlock_t lock;		/* IRQ-safe: the three below */
+	u8 state;
+	bool cancelled;
+	bool woken;
+};
+
 /* TIMER: one hrtimer (timer.c). */
 struct kevent_timer {
 	struct hrtimer timer;
@@ -192,6 +220,7 @@ struct kevent {
 		struct kevent_signal sig;
 		struct kevent_ptimer ptimer;
 		struct kevent_inode inode;
+		struct kevent_aio aio;
 	};
 };
 
@@ -228,6 +257,7 @@ struct kevent_queue {
 	u32 ring_n, kidx, uidx, over;	/* async ring: kidx, over under q->lock */
 	struct kevent_aring *aring;	/* KEVENT_INIT_ASYNC_RING (ring.c) */
 	struct work_struct reap_work;	/* unregisters q->reap */
+	u64 aio_last;			/* the last AIO request id (D18) */
 
 	struct fsnotify_group *fsn_group;	/* INODE marks; under q->mtx */
 
@@ -302,6 +332,14 @@ extern const struct kevent_ops kevent_user_ops;
 extern const struct kevent_ops kevent_signal_ops;
 extern const struct kevent_ops kevent_ptimer_ops;
 extern const struct kevent_ops kevent_inode_ops;
+#ifdef CONFIG_NET
+void kevent_aio_setup(void);
+#else
+/* No sockets: no kevent_aio_sendfile() (COND_SYSCALL: -ENOSYS). */
+static inline void kevent_aio_setup(void)
+{
+}
+#endif
 void kevent_inode_release_queue(struct kevent_queue *q);
 
 static inline bool kevent_is_edge(const struct kevent *k)

@@ -58,6 +58,7 @@ static const struct {
 				 offsetofend(struct kevent, ptimer) },
 	[KEVENT_SLAB_INODE] = { "kevent_inode",
 				offsetofend(struct kevent, inode) },
+	[KEVENT_SLAB_AIO] = { "kevent_aio", offsetofend(struct kevent, aio) },
 };
 
 /* Registrations per queue; /sys/kernel/kevent/max_per_queue. */

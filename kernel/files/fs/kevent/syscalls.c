@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The five kevent system calls and /sys/kernel/kevent.
+ * The five kevent system calls and /sys/kernel/kevent (the sixth,
+ * kevent_aio_sendfile(), is aio.c's).
  *
  * The syscalls are thin wrappers: they find the queue (-EBADF for a closed
  * fd or a child's copy of it, D11; -EINVAL for a file that is not a queue),
@@ -8,8 +9,9 @@
  * kevent_get_events() and kevent_wait() take the timeout by pointer (D16).
  *
  * /sys/kernel/kevent/abi holds the ABI version, .../syscalls the numbers of
- * init, ctl, get_events, wait and commit: userspace never calls a kevent
- * number the kernel did not advertise (spec section 6).
+ * init, ctl, get_events, wait and commit, and aio_sendfile's where it is
+ * built (CONFIG_NET): userspace never calls a kevent number the kernel did
+ * not advertise (spec section 6).
  *
  * /proc/sys/fs/kevent/ holds the per-user limits (the initial user
  * namespace's UCOUNT_KEVENT_* maxima, as fs/inotify/ holds inotify's) and
@@ -114,9 +116,15 @@ static ssize_t abi_show(struct kobject *kobj, struct kobj_attribute *attr,
 	return sysfs_emit(buf, "%d\n", KEVENT_ABI_VERSION);
 }
 
+/* D18: kevent_aio_sendfile()'s number is the sixth, where it is built. */
 static ssize_t syscalls_show(struct kobject *kobj, struct kobj_attribute *attr,
 			     char *buf)
 {
+	if (IS_ENABLED(CONFIG_NET))
+		return sysfs_emit(buf, "%d %d %d %d %d %d\n", __NR_kevent_init,
+				  __NR_kevent_ctl, __NR_kevent_get_events,
+				  __NR_kevent_wait, __NR_kevent_commit,
+				  __NR_kevent_aio_sendfile);
 	return sysfs_emit(buf, "%d %d %d %d %d\n", __NR_kevent_init,
 			  __NR_kevent_ctl, __NR_kevent_get_events,
 			  __NR_kevent_wait, __NR_kevent_commit);
@@ -216,6 +224,7 @@ static int __init kevent_setup(void)
 
 	kevent_queue_setup();
 	kevent_fd_setup();
+	kevent_aio_setup();
 	kevent_limits_setup();
 	kobj = kobject_create_and_add("kevent", kernel_kobj);
 	if (!kobj)

@@ -21,9 +21,12 @@
 #define UNPRIV_UID 65534
 #define SYSCTL_DIR "/proc/sys/fs/kevent/"
 
-static long nr_init = -1, nr_ctl, nr_get, nr_wait, nr_commit;
+static long nr_init = -1, nr_ctl, nr_get, nr_wait, nr_commit, nr_aio = -1;
 
-/* 0, or -1 when the kernel does not advertise kevent (nr_init stays -1). */
+/*
+ * 0, or -1 when the kernel does not advertise kevent (nr_init stays -1). A sixth number is
+ * kevent_aio_sendfile()'s (nr_aio stays -1 without it).
+ */
 static inline int read_syscalls(void)
 {
 	FILE *f = fopen("/sys/kernel/kevent/syscalls", "r");
@@ -31,10 +34,12 @@ static inline int read_syscalls(void)
 
 	if (!f)
 		return -1;
-	n = fscanf(f, "%ld %ld %ld %ld %ld", &nr_init, &nr_ctl, &nr_get, &nr_wait,
-		   &nr_commit);
+	n = fscanf(f, "%ld %ld %ld %ld %ld %ld", &nr_init, &nr_ctl, &nr_get, &nr_wait,
+		   &nr_commit, &nr_aio);
 	fclose(f);
-	if (n != 5) {
+	if (n == 5)
+		nr_aio = -1;
+	if (n != 5 && n != 6) {
 		nr_init = -1;
 		return -1;
 	}
