@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use kevent_c::capi::aio::kevent_aio_sendfile;
 use kevent_c::capi::backend::kevent_backend;
-use kevent_sys::{KEVENT_AIO, KEVENT_MASK_ALL, kevent_id, ukevent};
+use kevent_sys::{KEVENT_AIO, KEVENT_MASK_ALL, Key, kevent_id, ukevent};
 
 use crate::harness::checks::AIO_ERRNOS;
 use crate::harness::state::{Expect, Harness, Kind, Target};
@@ -139,7 +139,7 @@ impl Harness {
         if id <= 0 {
             violation!(self, "kevent_aio_sendfile returned id {id} (D18: > 0)");
         }
-        let key = (KEVENT_AIO, id as u64);
+        let key = Key::from_raw(KEVENT_AIO, id as u64);
         if self.queues[qi].keys.contains_key(&key) {
             violation!(
                 self,
