@@ -39,7 +39,8 @@ const PAGES: [(&str, &[&str]); 7] = [
     (
         "man2/kevent_aio_sendfile.2",
         &[
-            "EAGAIN", "EBADF", "EINVAL", "EMFILE", "ENFILE", "ENOMEM", "ENOSYS", "ENOTCONN",
+            "EAGAIN", "EBADF", "EINVAL", "EMFILE", "ENFILE", "ENOMEM", "ENOSPC", "ENOSYS",
+            "ENOTCONN",
         ],
     ),
     (
