@@ -743,6 +743,18 @@ pub fn run<S: Subject>(ops: &[Op], make: &dyn Fn() -> S) -> Result<(), (usize, S
             Op::CloseWriter { fifo } => {
                 let c = if fifo { Chan::Fifo } else { Chan::Pipe };
                 let w = World::ends(c).0;
+                if regs[w].registered {
+                    // epoll forgets a file at its last close, not at the fd's: while another
+                    // test thread forks, its child holds a copy of every fd until it execs,
+                    // and epoll kept reporting this writer after the close (lane, seed
+                    // 0x65706f1476). The subject follows the fd (D10). Remove the
+                    // reference's registration first, which is what the last close does.
+                    if let Some(fd) = world.fd(w) {
+                        if let Err(e) = reference.ctl(libc::EPOLL_CTL_DEL, fd, None) {
+                            return fail(format!("reference DEL before close: {e:?}"));
+                        }
+                    }
+                }
                 closed |= regs[w].registered;
                 regs[w] = Reg::default();
                 world.close_writer(c);
