@@ -101,7 +101,9 @@ static __poll_t kevent_fd_mask(u32 type, u32 event)
 
 static int kevent_sock_error(struct kevent *k)
 {
-	struct socket *sock = sock_from_file(k->fd.file);
+	/* Without CONFIG_NET there are no sockets (and no sock_from_file()). */
+	struct socket *sock = IS_ENABLED(CONFIG_NET) ?
+			      sock_from_file(k->fd.file) : NULL;
 	int err = sock && sock->sk ? READ_ONCE(sock->sk->sk_err) : 0;
 
 	return err ? -err : -EIO;
@@ -308,7 +310,8 @@ static int kevent_fd_kind(u32 type, struct file *file)
 
 	switch (type) {
 	case KEVENT_SOCKET:
-		return sock_from_file(file) ? 0 : -EINVAL;
+		return IS_ENABLED(CONFIG_NET) && sock_from_file(file) ?
+		       0 : -EINVAL;
 	case KEVENT_PIPE:
 		return get_pipe_info(file, false) ? 0 : -EINVAL;
 	default:
