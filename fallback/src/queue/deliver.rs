@@ -5,7 +5,7 @@ use kevent_sys::KEVENT_REQ_ONESHOT;
 
 use super::wait::Sink;
 use super::{Ctx, State};
-use crate::rules::{self, Readiness};
+use crate::rules::{self, Readiness, Report};
 use crate::{source, sys, token};
 
 /// What one harvest brought.
@@ -121,10 +121,7 @@ impl State {
                 break;
             };
             let (generation, slot) = token::split(tok);
-            if self.kevents.reg.generation(slot) != Some(generation) {
-                continue;
-            }
-            let Some(kev) = self.kevents.reg.get_mut(slot) else {
+            let Some(kev) = self.kevents.reg.live_mut(slot, generation) else {
                 continue;
             };
             if !kev.queued {
@@ -138,51 +135,72 @@ impl State {
             }
             kev.queued = false;
             self.kevents.dequeued();
-            self.deliver(slot, None, call, sink, ctx);
+            self.deliver(slot, generation, None, call, sink, ctx);
         }
         let any = !deferred.is_empty();
         self.kevents.ready.extend(deferred);
         any
     }
 
-    /// Delivers one kevent into the sink, applying the rules. `fresh` is the readiness epoll
-    /// reported in this very call (no LAST_CHECK needed). Returns whether it was delivered.
+    /// Delivers the kevent in `slot` (of generation `generation`, already checked) into the
+    /// sink, applying the rules. `fresh` is the readiness epoll reported in this very call (no
+    /// LAST_CHECK needed). Returns whether it was delivered.
+    ///
+    /// One registry lookup, and the event is built once from the registration and the
+    /// rule's [`rules::Outcome`] (this runs once per delivered event).
     pub(super) fn deliver(
         &mut self,
         slot: u32,
+        generation: u32,
         fresh: Option<u32>,
         call: &mut Call,
         sink: &mut Sink<'_>,
         ctx: Ctx,
     ) -> bool {
-        let Some(generation) = self.kevents.reg.generation(slot) else {
-            return false;
-        };
         let Some(kev) = self.kevents.reg.get_mut(slot) else {
             return false;
         };
-        let uk = kev.uk;
-        let Some((report, stale)) = source::report(kev, fresh) else {
+        let report = source::report(kev, fresh);
+        self.deliver_reported(slot, generation, report, call, sink, ctx)
+    }
+
+    /// [`Self::deliver`] once the source's report is known (computed once: a socket's
+    /// `SO_ERROR` is consumed by reading it).
+    fn deliver_reported(
+        &mut self,
+        slot: u32,
+        generation: u32,
+        report: Option<(Report, bool)>,
+        call: &mut Call,
+        sink: &mut Sink<'_>,
+        ctx: Ctx,
+    ) -> bool {
+        let Some(kev) = self.kevents.reg.get_mut(slot) else {
+            return false;
+        };
+        let Some((report, stale)) = report else {
             // Not ready at delivery: not delivered (a READY mark is consumed); the source's
             // next readiness delivers it again.
             kev.marked = false;
             kev.pending = 0;
             return false;
         };
-        if rules::readiness(uk.type_) == Readiness::Occurrence && kev.pending == 0 && !kev.marked {
-            return false;
-        }
-        let d = rules::deliver(&uk.to_ukevent(), report);
-        kev.stamp = call.id;
-        call.taken.push(token::make(generation, slot));
-        kev.pending = 0;
-        kev.marked = false;
-        if rules::readiness(uk.type_) == Readiness::Occurrence {
+        let occurrence = rules::readiness(kev.uk.type_) == Readiness::Occurrence;
+        if occurrence {
+            if kev.pending == 0 && !kev.marked {
+                return false;
+            }
             kev.revents = 0;
         }
-        let wakes_all = rules::wakes_all(uk.req_flags);
-        sink.put(d.event, self.ring.as_mut());
-        if d.unregister {
+        let o = rules::outcome(kev.uk.req_flags, report);
+        let event = kev.uk.event(o.ret_flags, o.ret_data);
+        let wakes_all = rules::wakes_all(kev.uk.req_flags);
+        kev.stamp = call.id;
+        kev.pending = 0;
+        kev.marked = false;
+        call.taken.push(token::make(generation, slot));
+        sink.put(event, self.ring.as_mut());
+        if o.unregister {
             self.unregister(slot, ctx, stale);
         }
         if wakes_all && self.sleepers > 0 {
@@ -235,13 +253,10 @@ impl State {
                 fresh += 1;
                 continue;
             }
-            if self.kevents.reg.generation(slot) != Some(generation) {
+            let Some(kev) = self.kevents.reg.live_mut(slot, generation) else {
                 // Removed since epoll saw it (or not ours at all).
                 foreign |= self.kevents.reg.get(slot).is_none() && generation & 1 == 0;
                 unknown += 1;
-                continue;
-            }
-            let Some(kev) = self.kevents.reg.get_mut(slot) else {
                 continue;
             };
             kev.revents = ev.events;
@@ -257,12 +272,39 @@ impl State {
                     !rules::edge(kev.uk.req_flags) && kev.uk.req_flags & KEVENT_REQ_ONESHOT == 0;
                 continue;
             }
-            if sink.room(self.ring.as_ref()) > 0 {
-                self.deliver(slot, Some(ev.events), call, sink, ctx);
-            } else {
-                self.kevents.queue(slot);
-            }
             fresh += 1;
+            if sink.room(self.ring.as_ref()) == 0 {
+                self.kevents.queue(slot);
+                continue;
+            }
+            let Some(report) = source::report_fresh_fd(kev, ev.events) else {
+                self.deliver(slot, generation, Some(ev.events), call, sink, ctx);
+                continue;
+            };
+            if let Some(Report::Ready(data)) = report {
+                // The hot path (a level or ET socket, pipe or POLL kevent that epoll reported
+                // ready): the rules of `deliver_reported` for a fresh report, which leaves
+                // the kevent registered unless ONESHOT and wakes nobody unless WAKEUP_ALL.
+                let o = rules::outcome(kev.uk.req_flags, Report::Ready(data));
+                let wakes = rules::wakes_all(kev.uk.req_flags) && self.sleepers > 0;
+                if !o.unregister && !wakes {
+                    kev.stamp = call.id;
+                    kev.pending = 0;
+                    call.taken.push(ev.u64);
+                    let event = kev.uk.event(o.ret_flags, o.ret_data);
+                    match (&mut *sink, &mut self.ring) {
+                        // `kevent_get_events` without a ring (room checked above).
+                        (Sink::Buffer { buf, n }, None) => {
+                            buf[*n] = event;
+                            *n += 1;
+                        }
+                        (sink, ring) => sink.put(event, ring.as_mut()),
+                    }
+                    continue;
+                }
+            }
+            let report = report.map(|r| (r, false));
+            self.deliver_reported(slot, generation, report, call, sink, ctx);
         }
         Absorbed {
             foreign,

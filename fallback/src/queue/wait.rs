@@ -75,6 +75,7 @@ impl Sink<'_> {
         }
     }
 
+    #[inline]
     pub(super) fn room(&self, ring: Option<&Ring>) -> usize {
         match self {
             Sink::Buffer { buf, n } => buf.len() - n,
@@ -82,6 +83,7 @@ impl Sink<'_> {
         }
     }
 
+    #[inline]
     pub(super) fn put(&mut self, mut ev: ukevent, ring: Option<&mut Ring>) {
         match self {
             Sink::Buffer { buf, n } => {
