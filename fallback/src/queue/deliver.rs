@@ -105,10 +105,17 @@ impl State {
     /// Moves queued kevents into the sink, oldest first. A kevent this wait already
     /// delivered stays queued for the next wait (each kevent at most once per wait, spec
     /// section 4); returns whether any was left for that reason.
+    #[inline]
     pub(super) fn take_ready(&mut self, call: &mut Call, sink: &mut Sink<'_>, ctx: Ctx) -> bool {
+        // Checked inline: most waits find nothing queued.
         if self.kevents.queued == 0 && self.orphans.is_empty() {
             return false;
         }
+        self.take_queued(call, sink, ctx)
+    }
+
+    /// [`Self::take_ready`] once something is queued.
+    fn take_queued(&mut self, call: &mut Call, sink: &mut Sink<'_>, ctx: Ctx) -> bool {
         while sink.room(self.ring.as_ref()) > 0 {
             let Some(ev) = self.orphans.pop_front() else {
                 break;
