@@ -104,6 +104,13 @@ pub(crate) struct Queue {
     calls: AtomicU32,
     /// Set once the queue fd was found closed or naming another file.
     gone: AtomicBool,
+    /// The ring's size and whether it is asynchronous (P38), if the queue has a ring: fixed
+    /// at `kevent_init`, so read without the lock.
+    ring_shape: Option<(u32, bool)>,
+    /// An ordinary ring's consumer index (`Ring::consumer_index`), stored under the lock by
+    /// each commit that moves it: `kevent_wait` compares `old_uidx` with it without taking
+    /// the lock (a commit may move it right after either way).
+    ring_uidx: AtomicU32,
     /// The caller sees every close of the queue fd ([`crate::caller_sees_close`]): `ctl`
     /// does not check the fd.
     trusted: AtomicBool,
@@ -126,6 +133,7 @@ impl Queue {
             libc::EPOLLIN as u32,
             token::make(nonce, token::WAKE),
         )?;
+        let ring_shape = ring.as_ref().map(|r| (r.size(), r.is_async()));
         let q = Queue {
             epfd: ep.as_raw_fd(),
             wake,
@@ -133,6 +141,8 @@ impl Queue {
             epoch,
             calls: AtomicU32::new(0),
             gone: AtomicBool::new(false),
+            ring_shape,
+            ring_uidx: AtomicU32::new(0),
             trusted: AtomicBool::new(false),
             state: Mutex::new(State {
                 kevents: Kevents::new(nonce),
@@ -172,7 +182,7 @@ impl Queue {
 
     /// Whether the queue has an asynchronous ring (P38).
     fn is_async(&self) -> bool {
-        self.lock().ring.as_ref().is_some_and(Ring::is_async)
+        self.ring_shape.is_some_and(|(_, a)| a)
     }
 
     /// Checks that the queue fd still is this queue's epoll (one `epoll_ctl`). `EBADF` when
@@ -347,19 +357,20 @@ impl Queue {
             Async(Deadline),
         }
         let checked = Deadline::parse(timeout, flags).and_then(|deadline| {
-            let st = self.lock();
-            let ring = st.ring.as_ref().ok_or(Errno::EINVAL)?;
-            if num > ring.size() {
+            let (size, is_async) = self.ring_shape.ok_or(Errno::EINVAL)?;
+            if num > size {
                 return Err(Errno::EINVAL);
             }
-            if ring.is_async() {
+            if is_async {
                 return Ok(Pre::Async(deadline));
             }
-            Ok(if old_uidx != ring.consumer_index()? || num == 0 {
-                Pre::Stale
-            } else {
-                Pre::Go(deadline)
-            })
+            Ok(
+                if old_uidx != self.ring_uidx.load(Ordering::Acquire) || num == 0 {
+                    Pre::Stale
+                } else {
+                    Pre::Go(deadline)
+                },
+            )
         });
         let (deadline, gate) = match checked {
             Ok(Pre::Stale) => {
@@ -392,6 +403,10 @@ impl Queue {
         let ring = st.ring.as_mut().ok_or(Errno::EINVAL)?;
         let released = ring.commit(new_uidx, over)?;
         let post = ring.is_async();
+        if !post && released > 0 {
+            self.ring_uidx
+                .store(ring.consumer_index()?, Ordering::Release);
+        }
         drop(st);
         if post {
             let mut sink = Sink::Ring {
