@@ -243,10 +243,10 @@ impl State {
         ctx: Ctx,
     ) -> Absorbed {
         let mut foreign = false;
-        let mut fresh = 0;
         let mut unknown = 0;
         let mut held = false;
-        for ev in got {
+        let mut fresh = self.absorb_plain(got, call, sink);
+        for ev in &got[fresh..] {
             let (generation, slot) = token::split(ev.u64);
             if slot >= token::FIRST_RESERVED_SLOT {
                 if generation != ctx.nonce {
@@ -321,6 +321,43 @@ impl State {
         }
     }
 
+    /// The start of [`Self::absorb`] for the busy server's case: a run of events of live,
+    /// unqueued, unmarked fd kevents that this wait has not delivered, that epoll reports
+    /// ready without an error or hang-up bit (so their report reads nothing but `revents`),
+    /// and that stay registered and wake nobody (neither ONESHOT nor WAKEUP_ALL), delivered
+    /// into `kevent_get_events`' buffer (a queue without a ring) or into the ring
+    /// (`kevent_wait`). The first event that is anything else ends the run, and `absorb` goes
+    /// on from there. Returns how many events of `got` it delivered.
+    fn absorb_plain(
+        &mut self,
+        got: &[libc::epoll_event],
+        call: &mut Call,
+        sink: &mut Sink<'_>,
+    ) -> usize {
+        if call.sorted != 0 {
+            // After a sleep: `Call::delivered` must search what was delivered before it.
+            return 0;
+        }
+        let room = sink.room(self.ring.as_ref());
+        match (sink, self.ring.as_mut()) {
+            (Sink::Buffer { buf, n }, None) => {
+                let dst = &mut buf[*n..];
+                let k = plain_run(&mut self.kevents, call, got, room, |i, ev| dst[i] = ev);
+                *n += k;
+                k
+            }
+            (Sink::Ring { n, .. }, Some(ring)) => {
+                let k = plain_run(&mut self.kevents, call, got, room, |_, ev| {
+                    let pushed = ring.push(&ev);
+                    debug_assert!(pushed, "room() guaranteed a free slot");
+                });
+                *n += k;
+                k
+            }
+            _ => 0,
+        }
+    }
+
     /// Whether an epoll token is one of this queue's: a live kevent's or an internal fd's.
     fn owns_token(&self, tok: u64, ctx: Ctx) -> bool {
         let (generation, slot) = token::split(tok);
@@ -356,4 +393,45 @@ impl State {
         }
         stuck
     }
+}
+
+/// The run of [`State::absorb_plain`]: delivers, by the rules of `deliver_reported`, at most
+/// `room` leading events of `got` that need nothing but their `revents`, handing the `i`-th
+/// one to `emit(i, event)`; returns how many.
+fn plain_run(
+    kevents: &mut super::Kevents,
+    call: &mut Call,
+    got: &[libc::epoll_event],
+    room: usize,
+    mut emit: impl FnMut(usize, kevent_sys::ukevent),
+) -> usize {
+    let quiet = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+    let mut i = 0;
+    while let (Some(ev), true) = (got.get(i), i < room) {
+        let (generation, slot) = token::split(ev.u64);
+        if slot >= token::FIRST_RESERVED_SLOT || ev.events & quiet != 0 {
+            break;
+        }
+        let Some(kev) = kevents.reg.live_mut(slot, generation) else {
+            break;
+        };
+        let req = kev.uk.req_flags;
+        if kev.queued || kev.stamp == call.id || rules::wakes_all(req) {
+            break;
+        }
+        let Some(Some(Report::Ready(data))) = source::report_fresh_fd(kev, ev.events) else {
+            break;
+        };
+        let o = rules::outcome(req, Report::Ready(data));
+        if o.unregister {
+            break;
+        }
+        kev.revents = ev.events;
+        kev.stamp = call.id;
+        kev.pending = 0;
+        call.taken.push(ev.u64);
+        emit(i, kev.uk.event(o.ret_flags, o.ret_data));
+        i += 1;
+    }
+    i
 }
