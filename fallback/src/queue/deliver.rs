@@ -1,7 +1,7 @@
 //! From sources to the caller: turning what epoll reported into ready kevents and
 //! deliveries, under the rules of spec section 4.
 
-use kevent_sys::KEVENT_REQ_ONESHOT;
+use kevent_sys::{KEVENT_REQ_ONESHOT, ukevent};
 
 use super::wait::Sink;
 use super::{Ctx, State};
@@ -71,6 +71,12 @@ impl Call {
             self.taken.clear();
             *spare = std::mem::take(&mut self.taken);
         }
+    }
+
+    /// Records deliveries made without recording (`State::deliver_whole`'s prefix, tokens
+    /// `toks`), for a wait that goes on after them.
+    pub(super) fn record(&mut self, toks: impl Iterator<Item = u64>) {
+        self.taken.extend(toks);
     }
 
     /// The wait holds the lock again after dropping it: what it delivered so far becomes
@@ -321,6 +327,49 @@ impl State {
         }
     }
 
+    /// A whole `kevent_get_events` (no ring) in one pass when its first harvest may settle
+    /// it: nothing is queued or owed (`orphans`), at least `want` events came, fewer than the
+    /// harvest could hold (epoll has nothing more), and they all fit in `buf` after the `n`
+    /// already there. The leading plain events (see [`plain_event`]) are delivered by the
+    /// rules of `deliver_reported`; returns how many. When that is all of `got`, the call
+    /// returns at once: it never sleeps, so nothing needs recording for a later search, and
+    /// a live kevent's token proves that the queue fd is this queue (as `proves_identity`
+    /// does). Otherwise the wait goes on with the rest, and records the delivered prefix in
+    /// `Call::taken` itself.
+    pub(super) fn deliver_whole(
+        &mut self,
+        got: &[libc::epoll_event],
+        id: u32,
+        want: usize,
+        cap: usize,
+        buf: &mut [ukevent],
+        n: &mut usize,
+    ) -> usize {
+        if self.dead
+            || self.kevents.queued != 0
+            || !self.orphans.is_empty()
+            || self.ring.is_some()
+            || got.len() >= cap
+            || got.len() > buf.len() - *n
+            || *n + got.len() < want
+        {
+            return 0;
+        }
+        let mut k = 0;
+        for (ev, dst) in got.iter().zip(&mut buf[*n..]) {
+            let Some((kev, o)) = plain_event(&mut self.kevents.reg, ev, id) else {
+                break;
+            };
+            kev.revents = ev.events;
+            kev.stamp = id;
+            kev.pending = 0;
+            *dst = kev.uk.event(o.ret_flags, o.ret_data);
+            k += 1;
+        }
+        *n += k;
+        k
+    }
+
     /// The start of [`Self::absorb`] for the busy server's case: a run of events of live,
     /// unqueued, unmarked fd kevents that this wait has not delivered, that epoll reports
     /// ready without an error or hang-up bit (so their report reads nothing but `revents`),
@@ -403,29 +452,13 @@ fn plain_run(
     call: &mut Call,
     got: &[libc::epoll_event],
     room: usize,
-    mut emit: impl FnMut(usize, kevent_sys::ukevent),
+    mut emit: impl FnMut(usize, ukevent),
 ) -> usize {
-    let quiet = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
     let mut i = 0;
     while let (Some(ev), true) = (got.get(i), i < room) {
-        let (generation, slot) = token::split(ev.u64);
-        if slot >= token::FIRST_RESERVED_SLOT || ev.events & quiet != 0 {
-            break;
-        }
-        let Some(kev) = kevents.reg.live_mut(slot, generation) else {
+        let Some((kev, o)) = plain_event(&mut kevents.reg, ev, call.id) else {
             break;
         };
-        let req = kev.uk.req_flags;
-        if kev.queued || kev.stamp == call.id || rules::wakes_all(req) {
-            break;
-        }
-        let Some(Some(Report::Ready(data))) = source::report_fresh_fd(kev, ev.events) else {
-            break;
-        };
-        let o = rules::outcome(req, Report::Ready(data));
-        if o.unregister {
-            break;
-        }
         kev.revents = ev.events;
         kev.stamp = call.id;
         kev.pending = 0;
@@ -434,4 +467,35 @@ fn plain_run(
         i += 1;
     }
     i
+}
+
+/// The kevent of a plain event of a wait numbered `id`, and its delivery's outcome: a live,
+/// unqueued, unmarked fd kevent that this wait has not delivered, reported ready by epoll
+/// without an error or hang-up bit (its report reads nothing but `revents`, no system call),
+/// that stays registered and wakes nobody (neither ONESHOT nor WAKEUP_ALL). `None` for every
+/// other event. Changes nothing.
+#[inline]
+fn plain_event<'r>(
+    reg: &'r mut crate::registry::Registry<crate::kevent::Kevent>,
+    ev: &libc::epoll_event,
+    id: u32,
+) -> Option<(&'r mut crate::kevent::Kevent, rules::Outcome)> {
+    let quiet = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+    let (generation, slot) = token::split(ev.u64);
+    if slot >= token::FIRST_RESERVED_SLOT || ev.events & quiet != 0 {
+        return None;
+    }
+    let kev = reg.live_mut(slot, generation)?;
+    let req = kev.uk.req_flags;
+    if kev.queued || kev.stamp == id || rules::wakes_all(req) {
+        return None;
+    }
+    let Some(Some(Report::Ready(data))) = source::report_fresh_fd(kev, ev.events) else {
+        return None;
+    };
+    let o = rules::outcome(req, Report::Ready(data));
+    if o.unregister {
+        return None;
+    }
+    Some((kev, o))
 }
