@@ -20,14 +20,17 @@ pub(crate) struct Registered {
 }
 
 impl Registered {
-    /// The registered ukevent (result fields zero); deliveries start from it.
-    pub(crate) fn to_ukevent(self) -> ukevent {
+    /// A delivered event: the registered ukevent with these result fields.
+    #[inline]
+    pub(crate) fn event(&self, ret_flags: u32, ret_data: [u32; 2]) -> ukevent {
         let mut uk = ukevent::new(
             self.type_,
             kevent_id::from_u64(self.id),
             self.event,
             self.req_flags,
         );
+        uk.ret_flags = ret_flags;
+        uk.ret_data = ret_data;
         uk.set_cookie(self.cookie);
         uk
     }

@@ -120,32 +120,36 @@ pub(crate) enum Report {
     BrokenAfter(u32, Errno),
 }
 
-/// One delivery: the event to hand out and whether the kevent leaves the registry.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Delivery {
-    pub(crate) event: ukevent,
+/// The result fields of one delivery and whether the kevent leaves the registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    pub(crate) ret_flags: u32,
+    pub(crate) ret_data: [u32; 2],
     pub(crate) unregister: bool,
 }
 
-/// Builds the delivered event from the registered one and the source's report.
+/// Builds the delivered event's result fields from the registered request flags and the
+/// source's report, and says whether the kevent leaves the registry (the engine builds the
+/// event in place from the registration and this [`Outcome`]).
 ///
 /// ONESHOT kevents and broken ones leave the registry with the delivery, which says so with
 /// `RET_DONE` (a broken source would otherwise be reported by every wait forever).
-pub(crate) fn deliver(registered: &ukevent, report: Report) -> Delivery {
-    let mut event = *registered;
+#[inline]
+pub(crate) fn outcome(req_flags: u32, report: Report) -> Outcome {
     let (mut ret_flags, ret_data) = match report {
         Report::Ready(data) => (0, data),
         Report::Broken(e) => (KEVENT_RET_BROKEN, [0, e.negated()]),
         Report::BrokenAfter(data, e) => (KEVENT_RET_BROKEN, [data, e.negated()]),
     };
-    let unregister =
-        registered.req_flags & KEVENT_REQ_ONESHOT != 0 || ret_flags & KEVENT_RET_BROKEN != 0;
+    let unregister = req_flags & KEVENT_REQ_ONESHOT != 0 || ret_flags & KEVENT_RET_BROKEN != 0;
     if unregister {
         ret_flags |= KEVENT_RET_DONE;
     }
-    event.ret_flags = ret_flags;
-    event.ret_data = ret_data;
-    Delivery { event, unregister }
+    Outcome {
+        ret_flags,
+        ret_data,
+        unregister,
+    }
 }
 
 /// The write-back of a failed entry of `kevent_ctl`: `RET_BROKEN|RET_DONE`, `-errno`.
@@ -218,25 +222,25 @@ mod tests {
 
     #[test]
     fn s4_oneshot_leaves_registry_with_done() {
-        let d = deliver(
-            &ev(KEVENT_SOCKET, KEVENT_REQ_ONESHOT),
+        let d = outcome(
+            ev(KEVENT_SOCKET, KEVENT_REQ_ONESHOT).req_flags,
             Report::Ready([0, 0]),
         );
         assert!(d.unregister);
-        assert_eq!(d.event.ret_flags, KEVENT_RET_DONE);
-        let d = deliver(&ev(KEVENT_SOCKET, 0), Report::Ready([7, 0]));
+        assert_eq!(d.ret_flags, KEVENT_RET_DONE);
+        let d = outcome(ev(KEVENT_SOCKET, 0).req_flags, Report::Ready([7, 0]));
         assert!(!d.unregister);
-        assert_eq!(d.event.ret_flags, 0);
-        assert_eq!(d.event.ret_data, [7, 0]);
+        assert_eq!(d.ret_flags, 0);
+        assert_eq!(d.ret_data, [7, 0]);
     }
 
     #[test]
     fn s4_broken_carries_negated_errno_and_unregisters() {
-        let d = deliver(&ev(KEVENT_SOCKET, 0), Report::Broken(Errno::EBADF));
+        let d = outcome(ev(KEVENT_SOCKET, 0).req_flags, Report::Broken(Errno::EBADF));
         assert!(d.unregister);
-        assert_eq!(d.event.ret_flags, KEVENT_RET_BROKEN | KEVENT_RET_DONE);
-        assert_eq!(Errno::from_negated(d.event.ret_data[1]), Some(Errno::EBADF));
-        assert_eq!(d.event.ret_flags & KEVENT_RET_COPY_FAILED, 0);
+        assert_eq!(d.ret_flags, KEVENT_RET_BROKEN | KEVENT_RET_DONE);
+        assert_eq!(Errno::from_negated(d.ret_data[1]), Some(Errno::EBADF));
+        assert_eq!(d.ret_flags & KEVENT_RET_COPY_FAILED, 0);
     }
 
     #[test]

@@ -1,11 +1,11 @@
 //! From sources to the caller: turning what epoll reported into ready kevents and
 //! deliveries, under the rules of spec section 4.
 
-use kevent_sys::KEVENT_REQ_ONESHOT;
+use kevent_sys::{KEVENT_REQ_ONESHOT, ukevent};
 
 use super::wait::Sink;
 use super::{Ctx, State};
-use crate::rules::{self, Readiness};
+use crate::rules::{self, Readiness, Report};
 use crate::{source, sys, token};
 
 /// What one harvest brought.
@@ -73,6 +73,12 @@ impl Call {
         }
     }
 
+    /// Records deliveries made without recording (`State::deliver_whole`'s prefix, tokens
+    /// `toks`), for a wait that goes on after them.
+    pub(super) fn record(&mut self, toks: impl Iterator<Item = u64>) {
+        self.taken.extend(toks);
+    }
+
     /// The wait holds the lock again after dropping it: what it delivered so far becomes
     /// searchable.
     pub(super) fn relocked(&mut self) {
@@ -105,10 +111,17 @@ impl State {
     /// Moves queued kevents into the sink, oldest first. A kevent this wait already
     /// delivered stays queued for the next wait (each kevent at most once per wait, spec
     /// section 4); returns whether any was left for that reason.
+    #[inline]
     pub(super) fn take_ready(&mut self, call: &mut Call, sink: &mut Sink<'_>, ctx: Ctx) -> bool {
+        // Checked inline: most waits find nothing queued.
         if self.kevents.queued == 0 && self.orphans.is_empty() {
             return false;
         }
+        self.take_queued(call, sink, ctx)
+    }
+
+    /// [`Self::take_ready`] once something is queued.
+    fn take_queued(&mut self, call: &mut Call, sink: &mut Sink<'_>, ctx: Ctx) -> bool {
         while sink.room(self.ring.as_ref()) > 0 {
             let Some(ev) = self.orphans.pop_front() else {
                 break;
@@ -121,10 +134,7 @@ impl State {
                 break;
             };
             let (generation, slot) = token::split(tok);
-            if self.kevents.reg.generation(slot) != Some(generation) {
-                continue;
-            }
-            let Some(kev) = self.kevents.reg.get_mut(slot) else {
+            let Some(kev) = self.kevents.reg.live_mut(slot, generation) else {
                 continue;
             };
             if !kev.queued {
@@ -138,51 +148,72 @@ impl State {
             }
             kev.queued = false;
             self.kevents.dequeued();
-            self.deliver(slot, None, call, sink, ctx);
+            self.deliver(slot, generation, None, call, sink, ctx);
         }
         let any = !deferred.is_empty();
         self.kevents.ready.extend(deferred);
         any
     }
 
-    /// Delivers one kevent into the sink, applying the rules. `fresh` is the readiness epoll
-    /// reported in this very call (no LAST_CHECK needed). Returns whether it was delivered.
+    /// Delivers the kevent in `slot` (of generation `generation`, already checked) into the
+    /// sink, applying the rules. `fresh` is the readiness epoll reported in this very call (no
+    /// LAST_CHECK needed). Returns whether it was delivered.
+    ///
+    /// One registry lookup, and the event is built once from the registration and the
+    /// rule's [`rules::Outcome`] (this runs once per delivered event).
     pub(super) fn deliver(
         &mut self,
         slot: u32,
+        generation: u32,
         fresh: Option<u32>,
         call: &mut Call,
         sink: &mut Sink<'_>,
         ctx: Ctx,
     ) -> bool {
-        let Some(generation) = self.kevents.reg.generation(slot) else {
-            return false;
-        };
         let Some(kev) = self.kevents.reg.get_mut(slot) else {
             return false;
         };
-        let uk = kev.uk;
-        let Some((report, stale)) = source::report(kev, fresh) else {
+        let report = source::report(kev, fresh);
+        self.deliver_reported(slot, generation, report, call, sink, ctx)
+    }
+
+    /// [`Self::deliver`] once the source's report is known (computed once: a socket's
+    /// `SO_ERROR` is consumed by reading it).
+    fn deliver_reported(
+        &mut self,
+        slot: u32,
+        generation: u32,
+        report: Option<(Report, bool)>,
+        call: &mut Call,
+        sink: &mut Sink<'_>,
+        ctx: Ctx,
+    ) -> bool {
+        let Some(kev) = self.kevents.reg.get_mut(slot) else {
+            return false;
+        };
+        let Some((report, stale)) = report else {
             // Not ready at delivery: not delivered (a READY mark is consumed); the source's
             // next readiness delivers it again.
             kev.marked = false;
             kev.pending = 0;
             return false;
         };
-        if rules::readiness(uk.type_) == Readiness::Occurrence && kev.pending == 0 && !kev.marked {
-            return false;
-        }
-        let d = rules::deliver(&uk.to_ukevent(), report);
-        kev.stamp = call.id;
-        call.taken.push(token::make(generation, slot));
-        kev.pending = 0;
-        kev.marked = false;
-        if rules::readiness(uk.type_) == Readiness::Occurrence {
+        let occurrence = rules::readiness(kev.uk.type_) == Readiness::Occurrence;
+        if occurrence {
+            if kev.pending == 0 && !kev.marked {
+                return false;
+            }
             kev.revents = 0;
         }
-        let wakes_all = rules::wakes_all(uk.req_flags);
-        sink.put(d.event, self.ring.as_mut());
-        if d.unregister {
+        let o = rules::outcome(kev.uk.req_flags, report);
+        let event = kev.uk.event(o.ret_flags, o.ret_data);
+        let wakes_all = rules::wakes_all(kev.uk.req_flags);
+        kev.stamp = call.id;
+        kev.pending = 0;
+        kev.marked = false;
+        call.taken.push(token::make(generation, slot));
+        sink.put(event, self.ring.as_mut());
+        if o.unregister {
             self.unregister(slot, ctx, stale);
         }
         if wakes_all && self.sleepers > 0 {
@@ -218,10 +249,10 @@ impl State {
         ctx: Ctx,
     ) -> Absorbed {
         let mut foreign = false;
-        let mut fresh = 0;
         let mut unknown = 0;
         let mut held = false;
-        for ev in got {
+        let mut fresh = self.absorb_plain(got, call, sink);
+        for ev in &got[fresh..] {
             let (generation, slot) = token::split(ev.u64);
             if slot >= token::FIRST_RESERVED_SLOT {
                 if generation != ctx.nonce {
@@ -235,13 +266,10 @@ impl State {
                 fresh += 1;
                 continue;
             }
-            if self.kevents.reg.generation(slot) != Some(generation) {
+            let Some(kev) = self.kevents.reg.live_mut(slot, generation) else {
                 // Removed since epoll saw it (or not ours at all).
                 foreign |= self.kevents.reg.get(slot).is_none() && generation & 1 == 0;
                 unknown += 1;
-                continue;
-            }
-            let Some(kev) = self.kevents.reg.get_mut(slot) else {
                 continue;
             };
             kev.revents = ev.events;
@@ -257,18 +285,125 @@ impl State {
                     !rules::edge(kev.uk.req_flags) && kev.uk.req_flags & KEVENT_REQ_ONESHOT == 0;
                 continue;
             }
-            if sink.room(self.ring.as_ref()) > 0 {
-                self.deliver(slot, Some(ev.events), call, sink, ctx);
-            } else {
-                self.kevents.queue(slot);
-            }
             fresh += 1;
+            if sink.room(self.ring.as_ref()) == 0 {
+                self.kevents.queue(slot);
+                continue;
+            }
+            let Some(report) = source::report_fresh_fd(kev, ev.events) else {
+                self.deliver(slot, generation, Some(ev.events), call, sink, ctx);
+                continue;
+            };
+            if let Some(Report::Ready(data)) = report {
+                // The hot path (a level or ET socket, pipe or POLL kevent that epoll reported
+                // ready): the rules of `deliver_reported` for a fresh report, which leaves
+                // the kevent registered unless ONESHOT and wakes nobody unless WAKEUP_ALL.
+                let o = rules::outcome(kev.uk.req_flags, Report::Ready(data));
+                let wakes = rules::wakes_all(kev.uk.req_flags) && self.sleepers > 0;
+                if !o.unregister && !wakes {
+                    kev.stamp = call.id;
+                    kev.pending = 0;
+                    call.taken.push(ev.u64);
+                    let event = kev.uk.event(o.ret_flags, o.ret_data);
+                    match (&mut *sink, &mut self.ring) {
+                        // `kevent_get_events` without a ring (room checked above).
+                        (Sink::Buffer { buf, n }, None) => {
+                            buf[*n] = event;
+                            *n += 1;
+                        }
+                        (sink, ring) => sink.put(event, ring.as_mut()),
+                    }
+                    continue;
+                }
+            }
+            let report = report.map(|r| (r, false));
+            self.deliver_reported(slot, generation, report, call, sink, ctx);
         }
         Absorbed {
             foreign,
             fresh,
             unknown,
             held,
+        }
+    }
+
+    /// A whole `kevent_get_events` (no ring) in one pass when its first harvest may settle
+    /// it: nothing is queued or owed (`orphans`), at least `want` events came, fewer than the
+    /// harvest could hold (epoll has nothing more), and they all fit in `buf` after the `n`
+    /// already there. The leading plain events (see [`plain_event`]) are delivered by the
+    /// rules of `deliver_reported`; returns how many. When that is all of `got`, the call
+    /// returns at once: it never sleeps, so nothing needs recording for a later search, and
+    /// a live kevent's token proves that the queue fd is this queue (as `proves_identity`
+    /// does). Otherwise the wait goes on with the rest, and records the delivered prefix in
+    /// `Call::taken` itself.
+    pub(super) fn deliver_whole(
+        &mut self,
+        got: &[libc::epoll_event],
+        id: u32,
+        want: usize,
+        cap: usize,
+        buf: &mut [ukevent],
+        n: &mut usize,
+    ) -> usize {
+        if self.dead
+            || self.kevents.queued != 0
+            || !self.orphans.is_empty()
+            || self.ring.is_some()
+            || got.len() >= cap
+            || got.len() > buf.len() - *n
+            || *n + got.len() < want
+        {
+            return 0;
+        }
+        let mut k = 0;
+        for (ev, dst) in got.iter().zip(&mut buf[*n..]) {
+            let Some((kev, o)) = plain_event(&mut self.kevents.reg, ev, id) else {
+                break;
+            };
+            kev.revents = ev.events;
+            kev.stamp = id;
+            kev.pending = 0;
+            *dst = kev.uk.event(o.ret_flags, o.ret_data);
+            k += 1;
+        }
+        *n += k;
+        k
+    }
+
+    /// The start of [`Self::absorb`] for the busy server's case: a run of events of live,
+    /// unqueued, unmarked fd kevents that this wait has not delivered, that epoll reports
+    /// ready without an error or hang-up bit (so their report reads nothing but `revents`),
+    /// and that stay registered and wake nobody (neither ONESHOT nor WAKEUP_ALL), delivered
+    /// into `kevent_get_events`' buffer (a queue without a ring) or into the ring
+    /// (`kevent_wait`). The first event that is anything else ends the run, and `absorb` goes
+    /// on from there. Returns how many events of `got` it delivered.
+    fn absorb_plain(
+        &mut self,
+        got: &[libc::epoll_event],
+        call: &mut Call,
+        sink: &mut Sink<'_>,
+    ) -> usize {
+        if call.sorted != 0 {
+            // After a sleep: `Call::delivered` must search what was delivered before it.
+            return 0;
+        }
+        let room = sink.room(self.ring.as_ref());
+        match (sink, self.ring.as_mut()) {
+            (Sink::Buffer { buf, n }, None) => {
+                let dst = &mut buf[*n..];
+                let k = plain_run(&mut self.kevents, call, got, room, |i, ev| dst[i] = ev);
+                *n += k;
+                k
+            }
+            (Sink::Ring { n, .. }, Some(ring)) => {
+                let k = plain_run(&mut self.kevents, call, got, room, |_, ev| {
+                    let pushed = ring.push(&ev);
+                    debug_assert!(pushed, "room() guaranteed a free slot");
+                });
+                *n += k;
+                k
+            }
+            _ => 0,
         }
     }
 
@@ -307,4 +442,60 @@ impl State {
         }
         stuck
     }
+}
+
+/// The run of [`State::absorb_plain`]: delivers, by the rules of `deliver_reported`, at most
+/// `room` leading events of `got` that need nothing but their `revents`, handing the `i`-th
+/// one to `emit(i, event)`; returns how many.
+fn plain_run(
+    kevents: &mut super::Kevents,
+    call: &mut Call,
+    got: &[libc::epoll_event],
+    room: usize,
+    mut emit: impl FnMut(usize, ukevent),
+) -> usize {
+    let mut i = 0;
+    while let (Some(ev), true) = (got.get(i), i < room) {
+        let Some((kev, o)) = plain_event(&mut kevents.reg, ev, call.id) else {
+            break;
+        };
+        kev.revents = ev.events;
+        kev.stamp = call.id;
+        kev.pending = 0;
+        call.taken.push(ev.u64);
+        emit(i, kev.uk.event(o.ret_flags, o.ret_data));
+        i += 1;
+    }
+    i
+}
+
+/// The kevent of a plain event of a wait numbered `id`, and its delivery's outcome: a live,
+/// unqueued, unmarked fd kevent that this wait has not delivered, reported ready by epoll
+/// without an error or hang-up bit (its report reads nothing but `revents`, no system call),
+/// that stays registered and wakes nobody (neither ONESHOT nor WAKEUP_ALL). `None` for every
+/// other event. Changes nothing.
+#[inline]
+fn plain_event<'r>(
+    reg: &'r mut crate::registry::Registry<crate::kevent::Kevent>,
+    ev: &libc::epoll_event,
+    id: u32,
+) -> Option<(&'r mut crate::kevent::Kevent, rules::Outcome)> {
+    let quiet = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+    let (generation, slot) = token::split(ev.u64);
+    if slot >= token::FIRST_RESERVED_SLOT || ev.events & quiet != 0 {
+        return None;
+    }
+    let kev = reg.live_mut(slot, generation)?;
+    let req = kev.uk.req_flags;
+    if kev.queued || kev.stamp == id || rules::wakes_all(req) {
+        return None;
+    }
+    let Some(Some(Report::Ready(data))) = source::report_fresh_fd(kev, ev.events) else {
+        return None;
+    };
+    let o = rules::outcome(req, Report::Ready(data));
+    if o.unregister {
+        return None;
+    }
+    Some((kev, o))
 }

@@ -104,6 +104,13 @@ pub(crate) struct Queue {
     calls: AtomicU32,
     /// Set once the queue fd was found closed or naming another file.
     gone: AtomicBool,
+    /// The ring's size and whether it is asynchronous (P38), if the queue has a ring: fixed
+    /// at `kevent_init`, so read without the lock.
+    ring_shape: Option<(u32, bool)>,
+    /// An ordinary ring's consumer index (`Ring::consumer_index`), stored under the lock by
+    /// each commit that moves it: `kevent_wait` compares `old_uidx` with it without taking
+    /// the lock (a commit may move it right after either way).
+    ring_uidx: AtomicU32,
     /// The caller sees every close of the queue fd ([`crate::caller_sees_close`]): `ctl`
     /// does not check the fd.
     trusted: AtomicBool,
@@ -126,6 +133,7 @@ impl Queue {
             libc::EPOLLIN as u32,
             token::make(nonce, token::WAKE),
         )?;
+        let ring_shape = ring.as_ref().map(|r| (r.size(), r.is_async()));
         let q = Queue {
             epfd: ep.as_raw_fd(),
             wake,
@@ -133,6 +141,8 @@ impl Queue {
             epoch,
             calls: AtomicU32::new(0),
             gone: AtomicBool::new(false),
+            ring_shape,
+            ring_uidx: AtomicU32::new(0),
             trusted: AtomicBool::new(false),
             state: Mutex::new(State {
                 kevents: Kevents::new(nonce),
@@ -172,22 +182,33 @@ impl Queue {
 
     /// Whether the queue has an asynchronous ring (P38).
     fn is_async(&self) -> bool {
-        self.lock().ring.as_ref().is_some_and(Ring::is_async)
+        self.ring_shape.is_some_and(|(_, a)| a)
     }
 
-    /// Checks that the queue fd still is this queue's epoll (a syscall; used off the hot
-    /// path). `EBADF` when the number is closed, `EINVAL` when it names another file.
+    /// Checks that the queue fd still is this queue's epoll (one `epoll_ctl`). `EBADF` when
+    /// the number is closed, `EINVAL` when it names another file.
+    ///
+    /// The proof is the queue's wake eventfd: an `EPOLL_CTL_ADD` of it fails with `EEXIST`
+    /// exactly while the number names the epoll that holds it. A failed ADD changes nothing
+    /// and, unlike an `EPOLL_CTL_MOD`, does not re-poll the eventfd. When the ADD succeeds
+    /// the number names another epoll, from which the wake fd is removed again at once.
     pub(crate) fn verify(&self) -> Result<(), Errno> {
+        let wake = self.wake.as_raw_fd();
         let r = sys::epoll_ctl(
             self.epfd,
-            libc::EPOLL_CTL_MOD,
-            self.wake.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            wake,
             libc::EPOLLIN as u32,
             token::make(self.nonce, token::WAKE),
         );
         let e = match r {
-            Ok(()) => return Ok(()),
+            Err(Errno::EEXIST) => return Ok(()),
             Err(Errno::EBADF) => Errno::EBADF,
+            Ok(()) => {
+                // Someone else's epoll: leave it as it was.
+                let _ = sys::epoll_ctl(self.epfd, libc::EPOLL_CTL_DEL, wake, 0, 0);
+                Errno::EINVAL
+            }
             Err(_) => Errno::EINVAL,
         };
         self.gone.store(true, Ordering::Relaxed);
@@ -336,19 +357,20 @@ impl Queue {
             Async(Deadline),
         }
         let checked = Deadline::parse(timeout, flags).and_then(|deadline| {
-            let st = self.lock();
-            let ring = st.ring.as_ref().ok_or(Errno::EINVAL)?;
-            if num > ring.size() {
+            let (size, is_async) = self.ring_shape.ok_or(Errno::EINVAL)?;
+            if num > size {
                 return Err(Errno::EINVAL);
             }
-            if ring.is_async() {
+            if is_async {
                 return Ok(Pre::Async(deadline));
             }
-            Ok(if old_uidx != ring.consumer_index()? || num == 0 {
-                Pre::Stale
-            } else {
-                Pre::Go(deadline)
-            })
+            Ok(
+                if old_uidx != self.ring_uidx.load(Ordering::Acquire) || num == 0 {
+                    Pre::Stale
+                } else {
+                    Pre::Go(deadline)
+                },
+            )
         });
         let (deadline, gate) = match checked {
             Ok(Pre::Stale) => {
@@ -381,6 +403,10 @@ impl Queue {
         let ring = st.ring.as_mut().ok_or(Errno::EINVAL)?;
         let released = ring.commit(new_uidx, over)?;
         let post = ring.is_async();
+        if !post && released > 0 {
+            self.ring_uidx
+                .store(ring.consumer_index()?, Ordering::Release);
+        }
         drop(st);
         if post {
             let mut sink = Sink::Ring {

@@ -121,8 +121,9 @@ impl State {
     /// under the same key) and reported once, as `BROKEN|DONE` with `-EBADF`.
     pub(super) fn report_stale(&mut self, slot: u32, ctx: Ctx) {
         if let Some(kev) = self.kevents.reg.get(slot) {
-            let d = rules::deliver(&kev.uk.to_ukevent(), Report::Broken(Errno::EBADF));
-            self.orphans.push_back(d.event);
+            let o = rules::outcome(kev.uk.req_flags, Report::Broken(Errno::EBADF));
+            self.orphans
+                .push_back(kev.uk.event(o.ret_flags, o.ret_data));
         }
         self.unregister(slot, ctx, true);
     }

@@ -169,6 +169,17 @@ impl<T: Keyed> Registry<T> {
         self.slots.get_mut(slot as usize)?.value.as_mut()
     }
 
+    /// The live value in `slot` if its generation is `generation` (a token's check and
+    /// lookup in one).
+    #[inline]
+    pub(crate) fn live_mut(&mut self, slot: u32, generation: u32) -> Option<&mut T> {
+        let s = self.slots.get_mut(slot as usize)?;
+        if s.generation != generation {
+            return None;
+        }
+        s.value.as_mut()
+    }
+
     /// The generation of a live slot.
     pub(crate) fn generation(&self, slot: u32) -> Option<u32> {
         let s = self.slots.get(slot as usize)?;

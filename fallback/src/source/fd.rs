@@ -206,8 +206,20 @@ fn epoll_events(type_: u32, event: u32, req_flags: u32) -> u32 {
     base | mode
 }
 
+/// How epoll's `revents` reads for a registered fd kevent (see [`report`]).
+#[inline]
+pub(super) fn report_revents(uk: &Registered, revents: u32) -> Option<Report> {
+    report(
+        uk.type_,
+        fd_of(kevent_id::from_u64(uk.id).raw()),
+        uk.event,
+        revents,
+    )
+}
+
 /// How epoll's `revents` reads for this kevent: `None` when it is not ready for what the
 /// kevent watches.
+#[inline]
 fn report(type_: u32, fd: RawFd, event: u32, revents: u32) -> Option<Report> {
     match type_ {
         KEVENT_SOCKET => socket::report(fd, event, revents),

@@ -231,6 +231,17 @@ pub(crate) fn report(kev: &Kevent, fresh: Option<u32>) -> Option<(Report, bool)>
     }
 }
 
+/// [`report`] of a fresh readiness for the common case of the wait's hot path: an fd kevent
+/// that no READY mark names (what epoll reported in this call is its report, spec
+/// section 4). `None` for every other kevent, which takes [`report`].
+#[inline]
+pub(crate) fn report_fresh_fd(kev: &Kevent, revents: u32) -> Option<Option<Report>> {
+    match &kev.source {
+        Source::Fd(_) if !kev.marked => Some(fd::report_revents(&kev.uk, revents)),
+        _ => None,
+    }
+}
+
 /// epoll reported the internal fd of the reserved token slot `reserved`: its type reads its
 /// kernel object and queues the kevents it concerns.
 pub(crate) fn harvest(reserved: u32, cx: &mut QueueCx<'_>) {

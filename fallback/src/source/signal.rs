@@ -56,8 +56,8 @@ pub(super) fn prepare(uk: &ukevent) -> Result<Prepared, Errno> {
 }
 
 /// The queue as the signal handler checks that it is still open (a NOMASK kevent of a queue
-/// closed with `close()` no longer swallows its signal): the same `EPOLL_CTL_MOD` of the wake
-/// eventfd as `Queue::verify`.
+/// closed with `close()` no longer swallows its signal): an `EPOLL_CTL_MOD` of the wake
+/// eventfd, the proof `Queue::verify` makes with an ADD (decision P54).
 fn owner(ep: Epoll) -> dispatch::Owner {
     dispatch::Owner {
         epfd: ep.epfd,

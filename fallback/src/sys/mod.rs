@@ -58,9 +58,14 @@ pub(crate) use fd::{
 pub(crate) use inotify::{inotify_init, inotify_read, inotify_unwatch, inotify_watch_fd};
 pub(crate) use timerfd::{clock_gettime, timerfd_arm, timerfd_create, timerfd_drain};
 
-/// Turns libc's `-1` sentinel into `Err(errno)`.
+/// Turns libc's `-1` sentinel into `Err(errno)` (read directly: an expected failure, such as
+/// the `EEXIST` that proves a queue's identity, is on hot paths).
 fn check(ret: libc::c_int) -> Result<libc::c_int, Errno> {
-    if ret < 0 { Err(Errno::last()) } else { Ok(ret) }
+    if ret < 0 {
+        Err(Errno::from_raw(async_safe::errno()).unwrap_or(Errno::EIO))
+    } else {
+        Ok(ret)
+    }
 }
 
 /// Adopts a freshly created fd.

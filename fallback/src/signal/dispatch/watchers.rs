@@ -40,6 +40,7 @@ pub fn watch(signo: i32, nomask: bool) -> Result<(), Errno> {
 /// As [`watch`].
 pub fn watch_for(signo: i32, nomask: bool, owner: Option<Owner>) -> Result<(), Errno> {
     let s = check_signo(signo)?;
+    EVER_WATCHED.store(true, Relaxed);
     ensure_atfork()?;
     let _critical = Critical::enter();
     ensure_doorbell()?;
@@ -193,6 +194,9 @@ pub(crate) fn faults_held() -> bool {
 /// How often [`reclaim_if_due`] looks.
 const RECLAIM_EVERY_NS: u64 = 1_000_000_000;
 static RECLAIM_LAST: AtomicU64 = AtomicU64::new(0);
+/// Set by the first [`watch_for`]: until then no signal can have been taken from the engine,
+/// and [`reclaim_if_due`] returns without reading the clock (every wait calls it).
+static EVER_WATCHED: AtomicBool = AtomicBool::new(false);
 
 /// Decision P34: a program (or a library: `tokio::signal`, `ctrlc`, `signal-hook`) that
 /// installs its own disposition for a signal a SIGNAL kevent watches replaces `on_signal`,
@@ -202,6 +206,9 @@ static RECLAIM_LAST: AtomicU64 = AtomicU64::new(0);
 /// that chains back to the one it replaced, as signal-hook does, is recognised and not
 /// counted twice). The library's own hold of `SIGSEGV`/`SIGBUS` is never taken back.
 pub(crate) fn reclaim_if_due() {
+    if !EVER_WATCHED.load(Relaxed) {
+        return;
+    }
     let now = crate::timer::monotonic_now_ns();
     let last = RECLAIM_LAST.load(Relaxed);
     if now.saturating_sub(last) < RECLAIM_EVERY_NS
