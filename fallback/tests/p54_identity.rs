@@ -1,8 +1,8 @@
 //! Decision P54: the engine proves that a queue fd still names its queue's epoll with an
-//! `EPOLL_CTL_ADD` of the queue's wake eventfd, which fails with `EEXIST` on the queue's own
-//! epoll. When the number was taken over by another epoll (here with `dup2`, so that no other
-//! thread can take the number in between), the ADD succeeds there: the call must answer
-//! `EINVAL` and leave that epoll as it found it (no item of the engine's in it).
+//! `EPOLL_CTL_MOD` of the queue's wake eventfd, which succeeds only on the queue's own epoll.
+//! When the number was taken over by another epoll (here with `dup2`, so that no other
+//! thread can take the number in between), the call must answer `EINVAL` and leave that
+//! epoll as it found it (no item of the engine's in it, ever).
 #![allow(unsafe_code)]
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

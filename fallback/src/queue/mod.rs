@@ -188,27 +188,21 @@ impl Queue {
     /// Checks that the queue fd still is this queue's epoll (one `epoll_ctl`). `EBADF` when
     /// the number is closed, `EINVAL` when it names another file.
     ///
-    /// The proof is the queue's wake eventfd: an `EPOLL_CTL_ADD` of it fails with `EEXIST`
-    /// exactly while the number names the epoll that holds it. A failed ADD changes nothing
-    /// and, unlike an `EPOLL_CTL_MOD`, does not re-poll the eventfd. When the ADD succeeds
-    /// the number names another epoll, from which the wake fd is removed again at once.
+    /// The proof is the queue's wake eventfd: an `EPOLL_CTL_MOD` of it succeeds exactly while
+    /// the number names the epoll that holds it, and on any other epoll it fails (`ENOENT`)
+    /// without touching it (decision P54: an `EPOLL_CTL_ADD` would be cheaper, but would put
+    /// the engine's item into that epoll for a moment).
     pub(crate) fn verify(&self) -> Result<(), Errno> {
-        let wake = self.wake.as_raw_fd();
         let r = sys::epoll_ctl(
             self.epfd,
-            libc::EPOLL_CTL_ADD,
-            wake,
+            libc::EPOLL_CTL_MOD,
+            self.wake.as_raw_fd(),
             libc::EPOLLIN as u32,
             token::make(self.nonce, token::WAKE),
         );
         let e = match r {
-            Err(Errno::EEXIST) => return Ok(()),
+            Ok(()) => return Ok(()),
             Err(Errno::EBADF) => Errno::EBADF,
-            Ok(()) => {
-                // Someone else's epoll: leave it as it was.
-                let _ = sys::epoll_ctl(self.epfd, libc::EPOLL_CTL_DEL, wake, 0, 0);
-                Errno::EINVAL
-            }
             Err(_) => Errno::EINVAL,
         };
         self.gone.store(true, Ordering::Relaxed);

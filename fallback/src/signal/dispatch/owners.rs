@@ -7,8 +7,8 @@ use super::*;
 /// The queue a NOMASK watcher belongs to, as `on_signal` checks that it is still open: the
 /// queue fd `epfd` must still be the epoll that holds the queue's wake eventfd `wake` under
 /// `token` (an `EPOLL_CTL_MOD`: it changes nothing on a live queue and fails on a closed or
-/// reused number, without ever touching another epoll; `Queue::verify` proves the same with
-/// an `EPOLL_CTL_ADD` that fails with `EEXIST`, decision P54).
+/// reused number, without ever touching another epoll; `Queue::verify` makes the same proof,
+/// decision P54).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Owner {
     /// The queue fd (the queue's epoll).
