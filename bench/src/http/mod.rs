@@ -167,10 +167,10 @@ fn run_one(
     })
 }
 
-/// The `serve epoll|kevent|safe PORT SECONDS` subcommand: one server alone, for profiling.
+/// The `serve epoll|kevent|safe|ring|io_uring PORT SECONDS` subcommand: one server alone, for profiling.
 pub fn serve_command(args: &[String]) -> io::Result<u8> {
     let usage = || {
-        eprintln!("usage: kevent-bench serve epoll|kevent|safe PORT SECONDS");
+        eprintln!("usage: kevent-bench serve epoll|kevent|safe|ring|io_uring PORT SECONDS");
         Ok(2)
     };
     let [kind, port, secs] = args else {
@@ -178,8 +178,10 @@ pub fn serve_command(args: &[String]) -> io::Result<u8> {
     };
     let flavour = match kind.as_str() {
         "epoll" => Flavour::Epoll,
-        "kevent" | "safe" => match kevent_backend::Backend::current() {
+        "io_uring" => Flavour::Uring,
+        "kevent" | "safe" | "ring" => match kevent_backend::Backend::current() {
             Ok(b) if kind == "safe" => Flavour::Safe(b),
+            Ok(b) if kind == "ring" => Flavour::Ring(b),
             Ok(b) => Flavour::Kevent(b),
             Err(e) => {
                 eprintln!("kevent-bench: {e}");
@@ -270,16 +272,34 @@ fn plan(quick: bool) -> (Vec<Load>, Vec<Load>, usize, usize) {
 pub fn run(opts: &Opts, machine: &Machine) -> Section {
     let (builtin, tool_loads, rounds, tool_rounds) = plan(opts.quick);
     let mut servers = vec![Server::InProcess(Flavour::Epoll)];
+    let mut notes = vec![];
     for &b in &machine.backends {
         servers.push(Server::InProcess(Flavour::Kevent(b)));
         servers.push(Server::InProcess(Flavour::Safe(b)));
+        // P38: a kevent kernel without the asynchronous ring refuses the flag (EINVAL).
+        match crate::rawqueue::RawQueue::new_async(b, 4) {
+            Ok(_) => servers.push(Server::InProcess(Flavour::Ring(b))),
+            Err(e) => notes.push(format!(
+                "kevent async ring ({}): refused ({e}), no row",
+                b.as_str()
+            )),
+        }
+    }
+    match crate::uring::Uring::probe().and_then(|()| {
+        crate::uring::Uring::new(2, 4)
+            .map_err(|e| format!("refused: io_uring_setup: {e}"))?
+            .has_wait_timeout()
+            .then_some(())
+            .ok_or_else(|| "refused: no IORING_FEAT_EXT_ARG (a wait with a timeout)".to_owned())
+    }) {
+        Ok(()) => servers.push(Server::InProcess(Flavour::Uring)),
+        Err(why) => notes.push(format!("io_uring: {why}; its rows are missing")),
     }
     let cpus = os::allowed_cpus();
     let (server_cpu, client_cpu) = match cpus.as_slice() {
         [a, .., b] => (Some(*a), Some(*b)),
         _ => (None, None),
     };
-    let mut notes = vec![];
     // nginx and lighttpd, once for the whole benchmark; each also under libkevent-epoll.so.
     let mut nginx_info = None;
     let any_server = [nginx::Kind::Nginx, nginx::Kind::Lighttpd]
@@ -430,6 +450,8 @@ fn flavour_name(f: Flavour) -> String {
         Flavour::Epoll => "epoll".into(),
         Flavour::Kevent(b) => format!("kevent raw ({})", b.as_str()),
         Flavour::Safe(b) => format!("kevent safe API ({})", b.as_str()),
+        Flavour::Ring(b) => format!("kevent async ring ({})", b.as_str()),
+        Flavour::Uring => "io_uring".into(),
     }
 }
 
@@ -438,6 +460,8 @@ fn flavour_key(f: Flavour) -> String {
         Flavour::Epoll => "epoll".into(),
         Flavour::Kevent(b) => format!("kevent_raw_{}", b.as_str()),
         Flavour::Safe(b) => format!("kevent_safe_api_{}", b.as_str()),
+        Flavour::Ring(b) => format!("kevent_async_ring_{}", b.as_str()),
+        Flavour::Uring => "io_uring_multishot_poll".into(),
     }
 }
 
@@ -478,11 +502,21 @@ mod tests {
     #[test]
     fn the_builtin_generator_drives_every_server() {
         use kevent_backend::Backend;
-        for f in [
+        let mut flavours = vec![
             Flavour::Epoll,
             Flavour::Kevent(Backend::fallback()),
             Flavour::Safe(Backend::fallback()),
-        ] {
+            Flavour::Ring(Backend::fallback()),
+        ];
+        if let Ok(b) = Backend::native()
+            && crate::rawqueue::RawQueue::new_async(b, 4).is_ok()
+        {
+            flavours.push(Flavour::Ring(b));
+        }
+        if crate::uring::Uring::probe().is_ok() {
+            flavours.push(Flavour::Uring);
+        }
+        for f in flavours {
             for mode in [Mode::KeepAlive, Mode::Close] {
                 let l = listener().unwrap();
                 let port = l.local_addr().unwrap().port();
