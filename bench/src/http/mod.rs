@@ -215,9 +215,14 @@ pub fn serve_command(args: &[String]) -> io::Result<u8> {
 }
 
 /// The loads and rounds of a run: `(built-in loads, tool loads, built-in rounds, tool
-/// rounds)`.
-fn plan(quick: bool) -> (Vec<Load>, Vec<Load>, usize, usize) {
-    let window_ms = if quick { 500 } else { 3000 };
+/// rounds)`; `rounds` and `window_ms` (`--rounds`, `--window-ms`) replace the defaults of
+/// the built-in loads.
+fn plan_with(
+    quick: bool,
+    rounds: Option<usize>,
+    window_ms: Option<u64>,
+) -> (Vec<Load>, Vec<Load>, usize, usize) {
+    let window_ms = window_ms.unwrap_or(if quick { 500 } else { 3000 });
     let mut builtin: Vec<Load> = [100, 1000, 8000]
         .into_iter()
         .map(|conns| Load::Builtin {
@@ -244,7 +249,7 @@ fn plan(quick: bool) -> (Vec<Load>, Vec<Load>, usize, usize) {
                 secs: 1,
             },
         ];
-        (builtin, tools, 3, 1)
+        (builtin, tools, rounds.unwrap_or(3), 1)
     } else {
         let tools = vec![
             Load::Ab {
@@ -264,13 +269,14 @@ fn plan(quick: bool) -> (Vec<Load>, Vec<Load>, usize, usize) {
                 secs: 3,
             },
         ];
-        (builtin, tools, 10, 5)
+        (builtin, tools, rounds.unwrap_or(10), 5)
     }
 }
 
 /// Runs the HTTP benchmark.
 pub fn run(opts: &Opts, machine: &Machine) -> Section {
-    let (builtin, tool_loads, rounds, tool_rounds) = plan(opts.quick);
+    let (builtin, tool_loads, rounds, tool_rounds) =
+        plan_with(opts.quick, opts.rounds, opts.window_ms);
     let mut servers = vec![Server::InProcess(Flavour::Epoll)];
     let mut notes = vec![];
     for &b in &machine.backends {
@@ -478,7 +484,7 @@ mod tests {
     #[test]
     fn the_default_run_always_has_the_builtin_loads() {
         for quick in [true, false] {
-            let (builtin, tools, rounds, _) = plan(quick);
+            let (builtin, tools, rounds, _) = plan_with(quick, None, None);
             let conns: Vec<usize> = builtin
                 .iter()
                 .filter_map(|l| match l {
@@ -494,6 +500,15 @@ mod tests {
             assert!(builtin.iter().all(|l| l.tool() == "kevent-bench"));
             assert!(tools.iter().all(|l| l.tool() != "kevent-bench"));
             assert!(rounds >= 3);
+            let (builtin, _, rounds, _) = plan_with(quick, Some(7), Some(1500));
+            assert_eq!(rounds, 7);
+            assert!(builtin.iter().all(|l| matches!(
+                l,
+                Load::Builtin {
+                    window_ms: 1500,
+                    ..
+                }
+            )));
         }
     }
 
