@@ -408,10 +408,14 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
                 let res = run_one(load, s, server_cpu, client_cpu, &ports);
                 match &res {
                     Ok(r) => eprintln!(
-                        "http: {} {} round {round}: {:.0} req/s",
+                        "http: {} {} round {round}: {:.0} req/s{}",
                         load.label(),
                         s.name(),
-                        r.rps
+                        r.rps,
+                        r.tcp.map_or(String::new(), |t| format!(
+                            " (listen drops {}, retransmitted segments {})",
+                            t.listen_drops, t.retrans
+                        ))
                     ),
                     Err(e) => {
                         eprintln!("http: {} {}: {e}", load.label(), s.name());

@@ -212,14 +212,18 @@ pub(super) fn report(
     let _ = writeln!(
         md,
         "Server-side counts, summed over the runs: waits and control calls (`epoll_ctl` / \
-         `kevent_ctl`) per 1000 responses (in-process servers only), and what the load \
-         generator counted as errors and as responses other than 200.\n"
+         `kevent_ctl`) per 1000 responses (in-process servers only), what the load \
+         generator counted as errors and as responses other than 200, and the machine's TCP \
+         counters over the runs: connection requests a listener dropped (`ListenDrops`: a \
+         full request or accept queue; each costs the client a 1 s SYN retransmission, so a \
+         run with drops measures TCP's timers, not the server) and segments retransmitted.\n"
     );
     let _ = writeln!(
         md,
-        "| load | server | responses | waits/1000 | ctl calls/1000 | errors | non-200 |"
+        "| load | server | responses | waits/1000 | ctl calls/1000 | errors | non-200 | \
+         listen drops | retransmitted |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
     for (li, load) in loads.iter().enumerate() {
         for (si, s) in servers.iter().enumerate() {
             let rs: Vec<&RunResult> = ctx.runs[li][si].iter().flatten().collect();
@@ -229,6 +233,15 @@ pub(super) fn report(
             let ctls: u64 = st.iter().map(|s| s.ctls).sum();
             let errs: u64 = rs.iter().map(|r| r.errors).sum();
             let non200: u64 = rs.iter().map(|r| r.non_200).sum();
+            let tcp: Vec<_> = rs.iter().filter_map(|r| r.tcp).collect();
+            let (drops, retrans) = if tcp.is_empty() {
+                ("–".to_owned(), "–".to_owned())
+            } else {
+                (
+                    tcp.iter().map(|t| t.listen_drops).sum::<u64>().to_string(),
+                    tcp.iter().map(|t| t.retrans).sum::<u64>().to_string(),
+                )
+            };
             let per = |x: u64| {
                 if req == 0 {
                     "–".into()
@@ -243,7 +256,7 @@ pub(super) fn report(
             };
             let _ = writeln!(
                 md,
-                "| `{}` | {} | {responses} | {} | {} | {errs} | {non200} |",
+                "| `{}` | {} | {responses} | {} | {} | {errs} | {non200} | {drops} | {retrans} |",
                 load.short(),
                 s.name(),
                 per(waits),
@@ -392,6 +405,10 @@ pub(super) fn report(
                                                 ("errors", Json::from(r.errors)),
                                                 ("non_200", Json::from(r.non_200)),
                                             ]);
+                                            if let Some(t) = r.tcp {
+                                                o.push("listen_drops", Json::from(t.listen_drops));
+                                                o.push("retransmitted", Json::from(t.retrans));
+                                            }
                                             if let Some(st) = r.server {
                                                 o.push("server_requests", Json::from(st.requests));
                                                 o.push("server_accepted", Json::from(st.accepted));
