@@ -322,7 +322,27 @@ impl Uring {
     /// completions are in the CQ ring.
     fn submit(&mut self, wait: u32) -> io::Result<()> {
         let flags = if wait > 0 { IORING_ENTER_GETEVENTS } else { 0 };
-        // SAFETY: no argument is a pointer (the signal-mask argument is null).
+        // SAFETY: no argument (null, size 0).
+        unsafe { self.enter(wait, flags, std::ptr::null(), 0) }
+    }
+
+    /// `io_uring_enter(fd, pending, wait, flags, arg, argsz)`; counts what it submitted.
+    /// `EINTR` and `ETIME` (a wait's timeout passed with nothing submitted: the call returns
+    /// how many it submitted whenever that is not 0) are not errors.
+    ///
+    /// # Safety
+    ///
+    /// `arg` is what `flags` makes the kernel read: null (size 0), or with
+    /// `IORING_ENTER_EXT_ARG` a `GeteventsArg` of `argsz` bytes, valid across the call, whose
+    /// pointers are too.
+    unsafe fn enter(
+        &mut self,
+        wait: u32,
+        flags: u32,
+        arg: *const libc::c_void,
+        argsz: usize,
+    ) -> io::Result<()> {
+        // SAFETY: the caller's contract for `arg`; no other argument is a pointer.
         let r = unsafe {
             libc::syscall(
                 libc::SYS_io_uring_enter,
@@ -330,18 +350,18 @@ impl Uring {
                 self.pending,
                 wait,
                 flags,
-                std::ptr::null::<libc::sigset_t>(),
-                0usize,
+                arg,
+                argsz,
             )
         };
         if r < 0 {
             let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINTR) {
-                return Err(e);
-            }
-        } else {
-            self.pending -= (r as u32).min(self.pending);
+            return match e.raw_os_error() {
+                Some(libc::EINTR | libc::ETIME) => Ok(()),
+                _ => Err(e),
+            };
         }
+        self.pending -= (r as u32).min(self.pending);
         Ok(())
     }
 
@@ -420,45 +440,13 @@ impl Uring {
     /// again). No system call.
     /// Returns how many poll completions it handed over.
     pub fn reap(&mut self, events: u32, mut f: impl FnMut(u64, i32)) -> io::Result<u32> {
-        let o = self.p.cq_off;
-        let (mask, head, tail) = {
-            let cq = self.cq_map();
-            (
-                cq.read_u32(o.ring_mask),
-                cq.atomic(o.head).load(Ordering::Relaxed),
-                // Acquire pairs with the kernel's Release store of the tail after it wrote
-                // the completions.
-                cq.atomic(o.tail).load(Ordering::Acquire),
-            )
-        };
-        let mut h = head;
-        let mut n = 0;
         let mut rearm = vec![];
-        while h != tail {
-            let cq = self.cq_map();
-            // SAFETY: `h & mask` < cq_entries: in bounds of the CQE array; the kernel does not
-            // write this slot again before the head moves past it (the Release store below).
-            let c = unsafe {
-                cq.ptr
-                    .add(o.cqes as usize)
-                    .cast::<Cqe>()
-                    .add((h & mask) as usize)
-                    .read()
-            };
-            h = h.wrapping_add(1);
-            if c.user_data == REMOVE_TAG {
-                continue;
-            }
-            if c.res == -libc::ECANCELED {
-                continue; // a removed poll's last completion
-            }
-            if c.flags & IORING_CQE_F_MORE == 0 && events != 0 {
+        let n = self.reap_each(|c| {
+            if !c.more && events != 0 {
                 rearm.push(c.user_data as RawFd);
             }
             f(c.user_data, c.res);
-            n += 1;
-        }
-        self.cq_map().atomic(o.head).store(h, Ordering::Release);
+        });
         for fd in rearm {
             self.rearmed += 1;
             self.poll_add(fd, events)?;
@@ -527,28 +515,14 @@ impl Uring {
         let wait = u32::from(!self.ready());
         // SAFETY: `arg` and the timespec it points to are locals that live across the call;
         // the size passed is `arg`'s.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_io_uring_enter,
-                self.fd.as_raw_fd(),
-                self.pending,
+        unsafe {
+            self.enter(
                 wait,
                 IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
-                (&raw const arg).cast::<libc::c_void>(),
+                (&raw const arg).cast(),
                 size_of::<GeteventsArg>(),
             )
-        };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                // ETIME: the timeout passed with nothing submitted (the call returns how many
-                // it submitted whenever that is not 0).
-                Some(libc::EINTR | libc::ETIME) => Ok(()),
-                _ => Err(e),
-            };
         }
-        self.pending -= (r as u32).min(self.pending);
-        Ok(())
     }
 
     /// Waits (`io_uring_enter` with `IORING_ENTER_GETEVENTS`) until a completion is in the CQ
@@ -583,14 +557,20 @@ mod tests {
         assert_eq!(size_of::<KernelTimespec>(), 16);
     }
 
-    #[test]
-    fn multishot_poll_reports_each_write_without_a_syscall_per_reap() {
+    /// A small ring and an eventfd to poll, or `None` (said why) where io_uring is refused.
+    fn ring_and_eventfd() -> Option<(Uring, OwnedFd)> {
         if let Err(why) = Uring::probe() {
             eprintln!("skipped: io_uring {why}");
-            return;
+            return None;
         }
-        let mut u = Uring::new(8, 64).unwrap();
-        let e = os::eventfd().unwrap();
+        Some((Uring::new(8, 64).unwrap(), os::eventfd().unwrap()))
+    }
+
+    #[test]
+    fn multishot_poll_reports_each_write_without_a_syscall_per_reap() {
+        let Some((mut u, e)) = ring_and_eventfd() else {
+            return;
+        };
         let fd = e.as_raw_fd();
         u.poll_add(fd, libc::POLLIN as u32).unwrap();
         u.flush().unwrap();
@@ -617,16 +597,13 @@ mod tests {
 
     #[test]
     fn tagged_polls_reap_each_and_a_wait_that_times_out() {
-        if let Err(why) = Uring::probe() {
-            eprintln!("skipped: io_uring {why}");
+        let Some((mut u, e)) = ring_and_eventfd() else {
             return;
-        }
-        let mut u = Uring::new(8, 64).unwrap();
+        };
         if !u.has_wait_timeout() {
             eprintln!("skipped: io_uring without IORING_FEAT_EXT_ARG");
             return;
         }
-        let e = os::eventfd().unwrap();
         let fd = e.as_raw_fd();
         let tag = (7u64 << 32) | fd as u64;
         u.poll_add_tagged(fd, libc::POLLIN as u32, tag).unwrap();

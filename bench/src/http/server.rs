@@ -358,6 +358,51 @@ fn serve_epoll(lfd: RawFd, stop: &AtomicBool) -> ServerStats {
     st
 }
 
+/// The control calls one batch of events asks for, made together after it: one
+/// `kevent_ctl(REMOVE)` for the connections it closes (then their closes), one MODIFY, one
+/// ADD for the sockets it accepted.
+#[derive(Default)]
+struct Batch {
+    adds: Vec<ukevent>,
+    removes: Vec<ukevent>,
+    modifies: Vec<ukevent>,
+    /// The fds of `removes`, closed after the REMOVE.
+    closing: Vec<RawFd>,
+}
+
+impl Batch {
+    fn flush(&mut self, q: &RawQueue, conns: &mut Conns, st: &mut ServerStats) {
+        if !self.removes.is_empty() {
+            // An fd can be in twice (two events of one connection in one batch), and a
+            // kevent that a BROKEN delivery or posting already ended answers ENOENT in its
+            // entry (D14): neither affects the others.
+            st.ctls += 1;
+            let _ = q.ctl(KEVENT_CTL_REMOVE, &mut self.removes);
+            self.removes.clear();
+            for fd in self.closing.drain(..) {
+                conns.close(fd);
+            }
+        }
+        if !self.modifies.is_empty() {
+            st.ctls += 1;
+            let _ = q.ctl(KEVENT_CTL_MODIFY, &mut self.modifies);
+            self.modifies.clear();
+        }
+        if !self.adds.is_empty() {
+            st.ctls += 1;
+            // Entries written back are failures (BROKEN): with ALWAYS_QUEUE a ready socket is
+            // registered and queued, not returned.
+            let back = q.ctl(KEVENT_CTL_ADD, &mut self.adds).unwrap_or(0) as usize;
+            for e in &self.adds[..back] {
+                if e.ret_flags & KEVENT_RET_BROKEN != 0 {
+                    conns.close(e.id.raw()[0] as RawFd);
+                }
+            }
+            self.adds.clear();
+        }
+    }
+}
+
 pub(super) fn socket_kevent(fd: RawFd, event: u32) -> ukevent {
     ukevent::new(
         KEVENT_SOCKET,
@@ -375,8 +420,7 @@ fn serve_kevent(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats 
     assert_eq!(q.ctl(KEVENT_CTL_ADD, &mut l), Ok(0), "ADD listener");
     let mut conns = Conns(Vec::new());
     let mut events = vec![ukevent::default(); EVENTS];
-    let (mut adds, mut removes, mut modifies) = (vec![], vec![], vec![]);
-    let mut closing: Vec<RawFd> = vec![];
+    let mut batch = Batch::default();
     let timeout = timeout_ms(50);
     while !stop.load(Ordering::Relaxed) {
         let n = q.get_events(1, &mut events, &timeout).unwrap_or(0) as usize;
@@ -387,7 +431,7 @@ fn serve_kevent(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats 
                 accept_all(lfd, |c| {
                     conns.insert(c);
                     st.accepted += 1;
-                    adds.push(socket_kevent(c, KEVENT_SOCKET_RECV));
+                    batch.adds.push(socket_kevent(c, KEVENT_SOCKET_RECV));
                 });
                 continue;
             }
@@ -402,39 +446,19 @@ fn serve_kevent(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats 
             };
             match next {
                 Next::Close => {
-                    removes.push(*e);
-                    closing.push(fd);
+                    batch.removes.push(*e);
+                    batch.closing.push(fd);
                 }
-                Next::Write if !was_writing => modifies.push(socket_kevent(fd, KEVENT_SOCKET_SEND)),
-                Next::Read if was_writing => modifies.push(socket_kevent(fd, KEVENT_SOCKET_RECV)),
+                Next::Write if !was_writing => {
+                    batch.modifies.push(socket_kevent(fd, KEVENT_SOCKET_SEND))
+                }
+                Next::Read if was_writing => {
+                    batch.modifies.push(socket_kevent(fd, KEVENT_SOCKET_RECV))
+                }
                 _ => {}
             }
         }
-        if !removes.is_empty() {
-            st.ctls += 1;
-            let _ = q.ctl(KEVENT_CTL_REMOVE, &mut removes);
-            removes.clear();
-            for fd in closing.drain(..) {
-                conns.close(fd);
-            }
-        }
-        if !modifies.is_empty() {
-            st.ctls += 1;
-            let _ = q.ctl(KEVENT_CTL_MODIFY, &mut modifies);
-            modifies.clear();
-        }
-        if !adds.is_empty() {
-            st.ctls += 1;
-            // Entries written back are failures (BROKEN): with ALWAYS_QUEUE a ready socket is
-            // registered and queued, not returned.
-            let back = q.ctl(KEVENT_CTL_ADD, &mut adds).unwrap_or(0) as usize;
-            for e in &adds[..back] {
-                if e.ret_flags & KEVENT_RET_BROKEN != 0 {
-                    conns.close(e.id.raw()[0] as RawFd);
-                }
-            }
-            adds.clear();
-        }
+        batch.flush(&q, &mut conns, &mut st);
     }
     st
 }
@@ -467,8 +491,7 @@ fn serve_ring(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats {
     assert_eq!(q.ctl(KEVENT_CTL_ADD, &mut l), Ok(0), "ADD listener");
     let mut conns = Conns(Vec::new());
     let mut ready: Vec<(RawFd, bool)> = Vec::with_capacity(RING_SIZE as usize);
-    let (mut adds, mut removes, mut modifies) = (vec![], vec![], vec![]);
-    let mut closing: Vec<RawFd> = vec![];
+    let mut batch = Batch::default();
     let timeout = timeout_ms(50);
     while !stop.load(Ordering::Relaxed) {
         // No call while the ring has events.
@@ -487,7 +510,7 @@ fn serve_ring(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats {
                 accept_all(lfd, |c| {
                     conns.insert(c);
                     st.accepted += 1;
-                    adds.push(et(c, KEVENT_SOCKET_RECV));
+                    batch.adds.push(et(c, KEVENT_SOCKET_RECV));
                 });
                 continue;
             }
@@ -504,41 +527,15 @@ fn serve_ring(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats {
             }
             match next {
                 Next::Close => {
-                    removes.push(socket_kevent(fd, KEVENT_SOCKET_RECV));
-                    closing.push(fd);
+                    batch.removes.push(socket_kevent(fd, KEVENT_SOCKET_RECV));
+                    batch.closing.push(fd);
                 }
-                Next::Write if !was_writing => modifies.push(et(fd, KEVENT_SOCKET_SEND)),
-                Next::Read if was_writing => modifies.push(et(fd, KEVENT_SOCKET_RECV)),
+                Next::Write if !was_writing => batch.modifies.push(et(fd, KEVENT_SOCKET_SEND)),
+                Next::Read if was_writing => batch.modifies.push(et(fd, KEVENT_SOCKET_RECV)),
                 _ => {}
             }
         }
-        if !removes.is_empty() {
-            // One entry per fd (a connection can close twice in one batch: two events);
-            // a kevent a BROKEN posting already ended answers ENOENT in its entry (D14).
-            st.ctls += 1;
-            let _ = q.ctl(KEVENT_CTL_REMOVE, &mut removes);
-            removes.clear();
-            for fd in closing.drain(..) {
-                conns.close(fd);
-            }
-        }
-        if !modifies.is_empty() {
-            st.ctls += 1;
-            let _ = q.ctl(KEVENT_CTL_MODIFY, &mut modifies);
-            modifies.clear();
-        }
-        if !adds.is_empty() {
-            st.ctls += 1;
-            // Entries written back are failures (BROKEN): with ALWAYS_QUEUE a ready socket is
-            // registered and queued, not returned.
-            let back = q.ctl(KEVENT_CTL_ADD, &mut adds).unwrap_or(0) as usize;
-            for e in &adds[..back] {
-                if e.ret_flags & KEVENT_RET_BROKEN != 0 {
-                    conns.close(e.id.raw()[0] as RawFd);
-                }
-            }
-            adds.clear();
-        }
+        batch.flush(&q, &mut conns, &mut st);
     }
     st
 }
