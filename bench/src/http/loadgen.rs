@@ -618,10 +618,19 @@ pub fn max_pending(conns: usize) -> usize {
             .ok()
             .and_then(|s| s.trim().parse::<usize>().ok())
     };
-    let somaxconn = read("/proc/sys/net/core/somaxconn").unwrap_or(128);
+    pending_cap(
+        conns,
+        read("/proc/sys/net/core/somaxconn").unwrap_or(128),
+        read("/proc/sys/net/ipv4/tcp_syncookies").unwrap_or(0) != 0,
+        read("/proc/sys/net/ipv4/tcp_max_syn_backlog").unwrap_or(128),
+    )
+}
+
+/// [`max_pending`] for these settings.
+fn pending_cap(conns: usize, somaxconn: usize, syncookies: bool, syn_backlog: usize) -> usize {
     let mut cap = somaxconn * 3 / 4;
-    if read("/proc/sys/net/ipv4/tcp_syncookies").unwrap_or(0) == 0 {
-        cap = cap.min(read("/proc/sys/net/ipv4/tcp_max_syn_backlog").unwrap_or(128) / 2);
+    if !syncookies {
+        cap = cap.min(syn_backlog / 2);
     }
     cap.max(64).min(conns.max(1))
 }
@@ -752,6 +761,17 @@ mod tests {
 
     const OK: &[u8] =
         b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello";
+
+    #[test]
+    fn pending_connections_stay_inside_the_listen_queues() {
+        // The host's Debian kernel: SYN cookies, somaxconn 4096.
+        assert_eq!(pending_cap(8000, 4096, true, 512), 3072);
+        // The lane's guest: no SYN cookies; its default request queue, then the raised one.
+        assert_eq!(pending_cap(8000, 4096, false, 512), 256);
+        assert_eq!(pending_cap(8000, 16384, false, 65536), 8000);
+        assert_eq!(pending_cap(20, 4096, true, 512), 20);
+        assert_eq!(pending_cap(8000, 16, false, 16), 64);
+    }
 
     #[test]
     fn parses_complete_incomplete_and_status() {
