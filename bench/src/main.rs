@@ -50,6 +50,7 @@ use crate::poller::Transport;
 
 const USAGE: &str = "\
 usage: kevent-bench [SUBCOMMAND] [--quick] [--out DIR] [--transport unix-dgram|socketpair] [--rt]
+                    [--rounds N] [--window-ms MS]
 
 subcommands:
   report     print the detected backend (and why native is unavailable) and the ABI summary
@@ -72,7 +73,7 @@ subcommands:
              wait + commit, on kevent (every backend) beside epoll and io_uring: CPU ns, or
              instructions in `scripts/vm-lane bench --icount calls`
   all        every benchmark above (http and static-files last)
-  serve epoll|kevent|safe PORT SECONDS
+  serve epoll|kevent|safe|ring|io_uring PORT SECONDS
              run one HTTP server alone on 127.0.0.1:PORT (to profile it under your own load)
   loadgen PORT CONNS keep-alive|close WARMUP_MS WINDOW_MS
              the built-in load generator alone against 127.0.0.1:PORT
@@ -95,6 +96,8 @@ options:
   --quick        short settings (`all --quick` takes 2-3 minutes on two cores)
   --out DIR      write report.md, JSON and SVG files into DIR (created if missing)
   --transport T  poller descriptors: unix-dgram (default: N fds) or socketpair (2N fds)
+  --rounds N     http: N rounds of the built-in generator's loads (default 10; --quick 3)
+  --window-ms MS http: the built-in generator's measured window (default 3000; --quick 500)
   --rt           run the single-process benchmarks (all but http) at
                  SCHED_FIFO priority 1 on their pinned CPU (root; needs two CPUs), so that
                  other processes on a shared machine cannot take time slices from them
@@ -117,6 +120,11 @@ pub struct Opts {
     pub transport: Transport,
     /// Run the single-process benchmarks at `SCHED_FIFO` priority 1 on their pinned CPU.
     pub rt: bool,
+    /// http: rounds of the built-in generator's loads (default: 3 with `--quick`, else 10).
+    pub rounds: Option<usize>,
+    /// http: the built-in generator's measured window in ms (default: 500 with `--quick`,
+    /// else 3000).
+    pub window_ms: Option<u64>,
 }
 
 /// One benchmark's results: Markdown, JSON and charts.
@@ -154,6 +162,8 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
         out: None,
         transport: Transport::UnixDgram,
         rt: false,
+        rounds: None,
+        window_ms: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -162,6 +172,24 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
             "--rt" => opts.rt = true,
             "--out" => {
                 opts.out = Some(it.next().ok_or("--out needs a directory")?.into());
+            }
+            "--rounds" => {
+                let v = it.next().ok_or("--rounds needs a number")?;
+                opts.rounds = Some(
+                    v.parse()
+                        .ok()
+                        .filter(|&n| n >= 1)
+                        .ok_or_else(|| format!("--rounds {v:?}: not a number >= 1"))?,
+                );
+            }
+            "--window-ms" => {
+                let v = it.next().ok_or("--window-ms needs a number")?;
+                opts.window_ms = Some(
+                    v.parse()
+                        .ok()
+                        .filter(|&n| n >= 50)
+                        .ok_or_else(|| format!("--window-ms {v:?}: not a number >= 50"))?,
+                );
             }
             "--transport" => {
                 let v = it.next().ok_or("--transport needs a value")?;
@@ -255,8 +283,15 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
             _ => &"ring",
         }),
     };
+    let http_opts = format!(
+        "{}{}",
+        opts.rounds
+            .map_or(String::new(), |n| format!(" --rounds {n}")),
+        opts.window_ms
+            .map_or(String::new(), |n| format!(" --window-ms {n}"))
+    );
     let mut md = format!(
-        "# kevent-bench results{}\n\n{}* Command: `kevent-bench {cmd}{}{}`\n* Build: {} \
+        "# kevent-bench results{}\n\n{}* Command: `kevent-bench {cmd}{}{}{http_opts}`\n* Build: {} \
          (kevent-bench {})\n* Pinning: {}\n\n",
         match machine.clock {
             machine::Clock::Instructions => " (instruction-time)",
@@ -291,7 +326,7 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
             Transport::UnixDgram => "",
         },
         if opts.rt { " --rt" } else { "" },
-    );
+    ) + &http_opts;
     let mut summary: Vec<(&'static str, f64, f64, Vec<SummaryRow>)> = vec![];
     let mut all = Json::obj([
         ("machine", machine.json()),
@@ -468,6 +503,11 @@ mod tests {
         assert!(a(&["--out"]).is_err());
         assert!(a(&["--bogus"]).is_err());
         assert!(a(&["--transport", "x"]).is_err());
+        let o = a(&["--rounds", "12", "--window-ms", "2000"]).unwrap();
+        assert_eq!((o.rounds, o.window_ms), (Some(12), Some(2000)));
+        assert!(a(&["--rounds", "0"]).is_err());
+        assert!(a(&["--rounds"]).is_err());
+        assert!(a(&["--window-ms", "x"]).is_err());
     }
 
     #[test]

@@ -110,6 +110,8 @@ const IORING_OP_POLL_REMOVE: u8 = 7;
 const IORING_POLL_ADD_MULTI: u32 = 1;
 const IORING_CQE_F_MORE: u32 = 1 << 1;
 const IORING_ENTER_GETEVENTS: u32 = 1;
+const IORING_ENTER_EXT_ARG: u32 = 1 << 3;
+const IORING_FEAT_EXT_ARG: u32 = 1 << 8;
 const IORING_SETUP_CQSIZE: u32 = 1 << 3;
 const IORING_FEAT_SINGLE_MMAP: u32 = 1;
 const IORING_OFF_SQ_RING: i64 = 0;
@@ -118,6 +120,37 @@ const IORING_OFF_SQES: i64 = 0x1000_0000;
 
 /// The `user_data` of the completions of `POLL_REMOVE` requests (watched fds are below it).
 const REMOVE_TAG: u64 = u64::MAX;
+
+/// `struct io_uring_getevents_arg` (`IORING_ENTER_EXT_ARG`): a wait's timeout.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct GeteventsArg {
+    sigmask: u64,
+    sigmask_sz: u32,
+    min_wait_usec: u32,
+    /// Address of a `struct __kernel_timespec`.
+    ts: u64,
+}
+
+/// `struct __kernel_timespec`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct KernelTimespec {
+    tv_sec: i64,
+    tv_nsec: i64,
+}
+
+/// One completion handed over by [`Uring::reap_each`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The request's `user_data`.
+    pub user_data: u64,
+    /// Its result: for a poll, the ready mask; negative, an errno.
+    pub res: i32,
+    /// `IORING_CQE_F_MORE`: the multishot request stays armed. Without it the poll has ended
+    /// and must be armed again to keep watching.
+    pub more: bool,
+}
 
 /// One `mmap`ed region, unmapped on drop.
 #[derive(Debug)]
@@ -289,7 +322,27 @@ impl Uring {
     /// completions are in the CQ ring.
     fn submit(&mut self, wait: u32) -> io::Result<()> {
         let flags = if wait > 0 { IORING_ENTER_GETEVENTS } else { 0 };
-        // SAFETY: no argument is a pointer (the signal-mask argument is null).
+        // SAFETY: no argument (null, size 0).
+        unsafe { self.enter(wait, flags, std::ptr::null(), 0) }
+    }
+
+    /// `io_uring_enter(fd, pending, wait, flags, arg, argsz)`; counts what it submitted.
+    /// `EINTR` and `ETIME` (a wait's timeout passed with nothing submitted: the call returns
+    /// how many it submitted whenever that is not 0) are not errors.
+    ///
+    /// # Safety
+    ///
+    /// `arg` is what `flags` makes the kernel read: null (size 0), or with
+    /// `IORING_ENTER_EXT_ARG` a `GeteventsArg` of `argsz` bytes, valid across the call, whose
+    /// pointers are too.
+    unsafe fn enter(
+        &mut self,
+        wait: u32,
+        flags: u32,
+        arg: *const libc::c_void,
+        argsz: usize,
+    ) -> io::Result<()> {
+        // SAFETY: the caller's contract for `arg`; no other argument is a pointer.
         let r = unsafe {
             libc::syscall(
                 libc::SYS_io_uring_enter,
@@ -297,18 +350,18 @@ impl Uring {
                 self.pending,
                 wait,
                 flags,
-                std::ptr::null::<libc::sigset_t>(),
-                0usize,
+                arg,
+                argsz,
             )
         };
         if r < 0 {
             let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINTR) {
-                return Err(e);
-            }
-        } else {
-            self.pending -= (r as u32).min(self.pending);
+            return match e.raw_os_error() {
+                Some(libc::EINTR | libc::ETIME) => Ok(()),
+                _ => Err(e),
+            };
         }
+        self.pending -= (r as u32).min(self.pending);
         Ok(())
     }
 
@@ -324,15 +377,39 @@ impl Uring {
         })
     }
 
+    /// Queues a multishot `POLL_ADD` of `events` on `fd`, its completions tagged `user_data`
+    /// (anything but `u64::MAX`).
+    pub fn poll_add_tagged(&mut self, fd: RawFd, events: u32, user_data: u64) -> io::Result<()> {
+        debug_assert_ne!(user_data, REMOVE_TAG);
+        self.push(Sqe {
+            opcode: IORING_OP_POLL_ADD,
+            fd,
+            len: IORING_POLL_ADD_MULTI,
+            op_flags: events,
+            user_data,
+            ..Sqe::default()
+        })
+    }
+
     /// Queues a `POLL_REMOVE` of the poll tagged `fd`.
     pub fn poll_remove(&mut self, fd: RawFd) -> io::Result<()> {
+        self.poll_remove_tagged(fd as u64)
+    }
+
+    /// Queues a `POLL_REMOVE` of the poll tagged `user_data`.
+    pub fn poll_remove_tagged(&mut self, user_data: u64) -> io::Result<()> {
         self.push(Sqe {
             opcode: IORING_OP_POLL_REMOVE,
             fd: -1,
-            addr: fd as u64,
+            addr: user_data,
             user_data: REMOVE_TAG,
             ..Sqe::default()
         })
+    }
+
+    /// Submission entries queued and not yet submitted.
+    pub fn pending(&self) -> u32 {
+        self.pending
     }
 
     /// Removes the polls tagged `fds` (in batches, reaping as it goes) so that none stays
@@ -363,22 +440,34 @@ impl Uring {
     /// again). No system call.
     /// Returns how many poll completions it handed over.
     pub fn reap(&mut self, events: u32, mut f: impl FnMut(u64, i32)) -> io::Result<u32> {
+        let mut rearm = vec![];
+        let n = self.reap_each(|c| {
+            if !c.more && events != 0 {
+                rearm.push(c.user_data as RawFd);
+            }
+            f(c.user_data, c.res);
+        });
+        for fd in rearm {
+            self.rearmed += 1;
+            self.poll_add(fd, events)?;
+        }
+        Ok(n)
+    }
+
+    /// Hands every completion in the CQ ring to `f`, except those of `POLL_REMOVE` requests
+    /// and the `-ECANCELED` last completions of removed polls, and releases them with one
+    /// Release store of the CQ head. No system call, nothing armed again: `f` sees
+    /// [`Completion::more`]. Returns how many it handed over.
+    pub fn reap_each(&mut self, mut f: impl FnMut(Completion)) -> u32 {
         let o = self.p.cq_off;
-        let (mask, head, tail) = {
-            let cq = self.cq_map();
-            (
-                cq.read_u32(o.ring_mask),
-                cq.atomic(o.head).load(Ordering::Relaxed),
-                // Acquire pairs with the kernel's Release store of the tail after it wrote
-                // the completions.
-                cq.atomic(o.tail).load(Ordering::Acquire),
-            )
-        };
+        let cq = self.cq_map();
+        let mask = cq.read_u32(o.ring_mask);
+        let head = cq.atomic(o.head).load(Ordering::Relaxed);
+        // Acquire pairs with the kernel's Release store of the tail after the completions.
+        let tail = cq.atomic(o.tail).load(Ordering::Acquire);
         let mut h = head;
         let mut n = 0;
-        let mut rearm = vec![];
         while h != tail {
-            let cq = self.cq_map();
             // SAFETY: `h & mask` < cq_entries: in bounds of the CQE array; the kernel does not
             // write this slot again before the head moves past it (the Release store below).
             let c = unsafe {
@@ -389,24 +478,51 @@ impl Uring {
                     .read()
             };
             h = h.wrapping_add(1);
-            if c.user_data == REMOVE_TAG {
+            if c.user_data == REMOVE_TAG || c.res == -libc::ECANCELED {
                 continue;
             }
-            if c.res == -libc::ECANCELED {
-                continue; // a removed poll's last completion
-            }
-            if c.flags & IORING_CQE_F_MORE == 0 && events != 0 {
-                rearm.push(c.user_data as RawFd);
-            }
-            f(c.user_data, c.res);
+            f(Completion {
+                user_data: c.user_data,
+                res: c.res,
+                more: c.flags & IORING_CQE_F_MORE != 0,
+            });
             n += 1;
         }
-        self.cq_map().atomic(o.head).store(h, Ordering::Release);
-        for fd in rearm {
-            self.rearmed += 1;
-            self.poll_add(fd, events)?;
+        if h != head {
+            cq.atomic(o.head).store(h, Ordering::Release);
         }
-        Ok(n)
+        n
+    }
+
+    /// Whether this ring takes a timeout on its waits (`IORING_FEAT_EXT_ARG`, Linux 5.11).
+    pub fn has_wait_timeout(&self) -> bool {
+        self.p.features & IORING_FEAT_EXT_ARG != 0
+    }
+
+    /// Submits what is queued and waits until a completion is in the CQ ring or `timeout`
+    /// passes (`io_uring_enter` with `IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG`);
+    /// returns at once if one is there. A timeout is not an error. Needs
+    /// [`Uring::has_wait_timeout`] (else `EINVAL` from the kernel).
+    pub fn wait_timeout(&mut self, timeout: std::time::Duration) -> io::Result<()> {
+        let ts = KernelTimespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        let arg = GeteventsArg {
+            ts: (&raw const ts) as u64,
+            ..GeteventsArg::default()
+        };
+        let wait = u32::from(!self.ready());
+        // SAFETY: `arg` and the timespec it points to are locals that live across the call;
+        // the size passed is `arg`'s.
+        unsafe {
+            self.enter(
+                wait,
+                IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+                (&raw const arg).cast(),
+                size_of::<GeteventsArg>(),
+            )
+        }
     }
 
     /// Waits (`io_uring_enter` with `IORING_ENTER_GETEVENTS`) until a completion is in the CQ
@@ -437,16 +553,24 @@ mod tests {
         assert_eq!(size_of::<Params>(), 120);
         assert_eq!(size_of::<Sqe>(), 64);
         assert_eq!(size_of::<Cqe>(), 16);
+        assert_eq!(size_of::<GeteventsArg>(), 24);
+        assert_eq!(size_of::<KernelTimespec>(), 16);
+    }
+
+    /// A small ring and an eventfd to poll, or `None` (said why) where io_uring is refused.
+    fn ring_and_eventfd() -> Option<(Uring, OwnedFd)> {
+        if let Err(why) = Uring::probe() {
+            eprintln!("skipped: io_uring {why}");
+            return None;
+        }
+        Some((Uring::new(8, 64).unwrap(), os::eventfd().unwrap()))
     }
 
     #[test]
     fn multishot_poll_reports_each_write_without_a_syscall_per_reap() {
-        if let Err(why) = Uring::probe() {
-            eprintln!("skipped: io_uring {why}");
+        let Some((mut u, e)) = ring_and_eventfd() else {
             return;
-        }
-        let mut u = Uring::new(8, 64).unwrap();
-        let e = os::eventfd().unwrap();
+        };
         let fd = e.as_raw_fd();
         u.poll_add(fd, libc::POLLIN as u32).unwrap();
         u.flush().unwrap();
@@ -469,5 +593,39 @@ mod tests {
         }
         u.poll_remove(fd).unwrap();
         u.flush().unwrap();
+    }
+
+    #[test]
+    fn tagged_polls_reap_each_and_a_wait_that_times_out() {
+        let Some((mut u, e)) = ring_and_eventfd() else {
+            return;
+        };
+        if !u.has_wait_timeout() {
+            eprintln!("skipped: io_uring without IORING_FEAT_EXT_ARG");
+            return;
+        }
+        let fd = e.as_raw_fd();
+        let tag = (7u64 << 32) | fd as u64;
+        u.poll_add_tagged(fd, libc::POLLIN as u32, tag).unwrap();
+        // Nothing ready: the wait submits the poll and returns after its timeout.
+        u.wait_timeout(std::time::Duration::from_millis(10))
+            .unwrap();
+        assert_eq!(u.pending(), 0, "the wait submitted the poll");
+        assert_eq!(u.reap_each(|_| ()), 0);
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a local.
+        assert_eq!(unsafe { libc::write(fd, one.as_ptr().cast(), 8) }, 8);
+        u.wait_timeout(std::time::Duration::from_secs(5)).unwrap();
+        let mut seen = vec![];
+        assert_eq!(u.reap_each(|c| seen.push(c)), 1);
+        assert_eq!(seen[0].user_data, tag);
+        assert!(seen[0].more, "a multishot poll stays armed");
+        assert!(seen[0].res & libc::POLLIN as i32 != 0);
+        // Removed: its -ECANCELED completion and the remove's own are not handed over.
+        u.poll_remove_tagged(tag).unwrap();
+        u.flush().unwrap();
+        u.wait_timeout(std::time::Duration::from_millis(10))
+            .unwrap();
+        assert_eq!(u.reap_each(|c| panic!("{c:?}")), 0);
     }
 }

@@ -139,6 +139,52 @@ pub(super) struct RunResult {
     pub(super) non_200: u64,
     /// What the server counted (in-process servers only).
     pub(super) server: Option<ServerStats>,
+    /// The machine's TCP counters over the run (`None`: /proc/net unreadable).
+    pub(super) tcp: Option<TcpCounters>,
+}
+
+/// TCP counters of the machine (`/proc/net/netstat`, `/proc/net/snmp`): a listen queue that
+/// drops connection requests makes a run measure TCP's retransmission timers (1 s for a SYN),
+/// not the server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct TcpCounters {
+    /// `TcpExt: ListenDrops`: SYNs and handshake ACKs a listener dropped (request queue or
+    /// accept queue full; includes `ListenOverflows`).
+    pub(super) listen_drops: u64,
+    /// `Tcp: RetransSegs`: segments retransmitted.
+    pub(super) retrans: u64,
+}
+
+impl TcpCounters {
+    /// The counters now.
+    pub(super) fn read() -> Option<TcpCounters> {
+        let netstat = std::fs::read_to_string("/proc/net/netstat").ok()?;
+        let snmp = std::fs::read_to_string("/proc/net/snmp").ok()?;
+        Some(TcpCounters {
+            listen_drops: proc_net_field(&netstat, "TcpExt:", "ListenDrops")?,
+            retrans: proc_net_field(&snmp, "Tcp:", "RetransSegs")?,
+        })
+    }
+
+    /// What `later` counted since `self`.
+    pub(super) fn since(self, later: TcpCounters) -> TcpCounters {
+        TcpCounters {
+            listen_drops: later.listen_drops.saturating_sub(self.listen_drops),
+            retrans: later.retrans.saturating_sub(self.retrans),
+        }
+    }
+}
+
+/// The value of `name` in a `/proc/net/{netstat,snmp}` text: a line of names after `prefix`,
+/// then a line of values after it.
+fn proc_net_field(text: &str, prefix: &str, name: &str) -> Option<u64> {
+    let mut lines = text.lines().filter(|l| l.starts_with(prefix));
+    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
+        if let Some(i) = names.split_whitespace().position(|n| n == name) {
+            return values.split_whitespace().nth(i)?.parse().ok();
+        }
+    }
+    None
 }
 
 /// The first number after `key` in `text`.
@@ -189,6 +235,7 @@ pub(super) fn drive(
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     nginx::pin_child(&mut cmd, client_cpu);
     let started = Instant::now();
+    let tcp_before = TcpCounters::read();
     let child = cmd.spawn().map_err(|e| format!("{}: {e}", load.tool()))?;
     // A watchdog: the run is bounded in time whatever the tool does.
     let pid = child.id();
@@ -210,6 +257,7 @@ pub(super) fn drive(
     done.store(true, Ordering::Relaxed);
     let _ = watchdog.join();
     let o = out.map_err(|e| format!("{}: {e}", load.tool()))?;
+    let tcp = tcp_before.zip(TcpCounters::read()).map(|(b, a)| b.since(a));
     let text = String::from_utf8_lossy(&o.stdout);
     match parse_output(load.tool(), &text) {
         Some((rps, errors, non_200)) => Ok(RunResult {
@@ -217,6 +265,7 @@ pub(super) fn drive(
             errors,
             non_200,
             server: None,
+            tcp,
         }),
         None => Err(format!(
             "{} gave no result ({}): {}",
@@ -238,6 +287,19 @@ pub(super) fn have(tool: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_net_fields_are_found_by_name() {
+        let t = "Tcp: RtoAlgorithm RetransSegs InErrs\nTcp: 1 42 0\n\
+                 Udp: InDatagrams\nUdp: 5\n";
+        assert_eq!(proc_net_field(t, "Tcp:", "RetransSegs"), Some(42));
+        assert_eq!(proc_net_field(t, "Tcp:", "Nope"), None);
+        assert_eq!(proc_net_field(t, "Udp:", "InDatagrams"), Some(5));
+        // This machine's own counters, where /proc/net exists.
+        if let (Some(a), Some(b)) = (TcpCounters::read(), TcpCounters::read()) {
+            assert!(b.listen_drops >= a.listen_drops && b.retrans >= a.retrans);
+        }
+    }
 
     #[test]
     fn parses_ab_and_wrk_and_the_builtin_generator() {

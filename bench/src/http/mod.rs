@@ -167,10 +167,10 @@ fn run_one(
     })
 }
 
-/// The `serve epoll|kevent|safe PORT SECONDS` subcommand: one server alone, for profiling.
+/// The `serve epoll|kevent|safe|ring|io_uring PORT SECONDS` subcommand: one server alone, for profiling.
 pub fn serve_command(args: &[String]) -> io::Result<u8> {
     let usage = || {
-        eprintln!("usage: kevent-bench serve epoll|kevent|safe PORT SECONDS");
+        eprintln!("usage: kevent-bench serve epoll|kevent|safe|ring|io_uring PORT SECONDS");
         Ok(2)
     };
     let [kind, port, secs] = args else {
@@ -178,8 +178,10 @@ pub fn serve_command(args: &[String]) -> io::Result<u8> {
     };
     let flavour = match kind.as_str() {
         "epoll" => Flavour::Epoll,
-        "kevent" | "safe" => match kevent_backend::Backend::current() {
+        "io_uring" => Flavour::Uring,
+        "kevent" | "safe" | "ring" => match kevent_backend::Backend::current() {
             Ok(b) if kind == "safe" => Flavour::Safe(b),
+            Ok(b) if kind == "ring" => Flavour::Ring(b),
             Ok(b) => Flavour::Kevent(b),
             Err(e) => {
                 eprintln!("kevent-bench: {e}");
@@ -213,9 +215,14 @@ pub fn serve_command(args: &[String]) -> io::Result<u8> {
 }
 
 /// The loads and rounds of a run: `(built-in loads, tool loads, built-in rounds, tool
-/// rounds)`.
-fn plan(quick: bool) -> (Vec<Load>, Vec<Load>, usize, usize) {
-    let window_ms = if quick { 500 } else { 3000 };
+/// rounds)`; `rounds` and `window_ms` (`--rounds`, `--window-ms`) replace the defaults of
+/// the built-in loads.
+fn plan_with(
+    quick: bool,
+    rounds: Option<usize>,
+    window_ms: Option<u64>,
+) -> (Vec<Load>, Vec<Load>, usize, usize) {
+    let window_ms = window_ms.unwrap_or(if quick { 500 } else { 3000 });
     let mut builtin: Vec<Load> = [100, 1000, 8000]
         .into_iter()
         .map(|conns| Load::Builtin {
@@ -242,7 +249,7 @@ fn plan(quick: bool) -> (Vec<Load>, Vec<Load>, usize, usize) {
                 secs: 1,
             },
         ];
-        (builtin, tools, 3, 1)
+        (builtin, tools, rounds.unwrap_or(3), 1)
     } else {
         let tools = vec![
             Load::Ab {
@@ -262,24 +269,43 @@ fn plan(quick: bool) -> (Vec<Load>, Vec<Load>, usize, usize) {
                 secs: 3,
             },
         ];
-        (builtin, tools, 10, 5)
+        (builtin, tools, rounds.unwrap_or(10), 5)
     }
 }
 
 /// Runs the HTTP benchmark.
 pub fn run(opts: &Opts, machine: &Machine) -> Section {
-    let (builtin, tool_loads, rounds, tool_rounds) = plan(opts.quick);
+    let (builtin, tool_loads, rounds, tool_rounds) =
+        plan_with(opts.quick, opts.rounds, opts.window_ms);
     let mut servers = vec![Server::InProcess(Flavour::Epoll)];
+    let mut notes = vec![];
     for &b in &machine.backends {
         servers.push(Server::InProcess(Flavour::Kevent(b)));
         servers.push(Server::InProcess(Flavour::Safe(b)));
+        // P38: a kevent kernel without the asynchronous ring refuses the flag (EINVAL).
+        match crate::rawqueue::RawQueue::new_async(b, 4) {
+            Ok(_) => servers.push(Server::InProcess(Flavour::Ring(b))),
+            Err(e) => notes.push(format!(
+                "kevent async ring ({}): refused ({e}), no row",
+                b.as_str()
+            )),
+        }
+    }
+    match crate::uring::Uring::probe().and_then(|()| {
+        crate::uring::Uring::new(2, 4)
+            .map_err(|e| format!("refused: io_uring_setup: {e}"))?
+            .has_wait_timeout()
+            .then_some(())
+            .ok_or_else(|| "refused: no IORING_FEAT_EXT_ARG (a wait with a timeout)".to_owned())
+    }) {
+        Ok(()) => servers.push(Server::InProcess(Flavour::Uring)),
+        Err(why) => notes.push(format!("io_uring: {why}; its rows are missing")),
     }
     let cpus = os::allowed_cpus();
     let (server_cpu, client_cpu) = match cpus.as_slice() {
         [a, .., b] => (Some(*a), Some(*b)),
         _ => (None, None),
     };
-    let mut notes = vec![];
     // nginx and lighttpd, once for the whole benchmark; each also under libkevent-epoll.so.
     let mut nginx_info = None;
     let any_server = [nginx::Kind::Nginx, nginx::Kind::Lighttpd]
@@ -382,10 +408,14 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
                 let res = run_one(load, s, server_cpu, client_cpu, &ports);
                 match &res {
                     Ok(r) => eprintln!(
-                        "http: {} {} round {round}: {:.0} req/s",
+                        "http: {} {} round {round}: {:.0} req/s{}",
                         load.label(),
                         s.name(),
-                        r.rps
+                        r.rps,
+                        r.tcp.map_or(String::new(), |t| format!(
+                            " (listen drops {}, retransmitted segments {})",
+                            t.listen_drops, t.retrans
+                        ))
                     ),
                     Err(e) => {
                         eprintln!("http: {} {}: {e}", load.label(), s.name());
@@ -430,6 +460,8 @@ fn flavour_name(f: Flavour) -> String {
         Flavour::Epoll => "epoll".into(),
         Flavour::Kevent(b) => format!("kevent raw ({})", b.as_str()),
         Flavour::Safe(b) => format!("kevent safe API ({})", b.as_str()),
+        Flavour::Ring(b) => format!("kevent async ring ({})", b.as_str()),
+        Flavour::Uring => "io_uring".into(),
     }
 }
 
@@ -438,6 +470,8 @@ fn flavour_key(f: Flavour) -> String {
         Flavour::Epoll => "epoll".into(),
         Flavour::Kevent(b) => format!("kevent_raw_{}", b.as_str()),
         Flavour::Safe(b) => format!("kevent_safe_api_{}", b.as_str()),
+        Flavour::Ring(b) => format!("kevent_async_ring_{}", b.as_str()),
+        Flavour::Uring => "io_uring_multishot_poll".into(),
     }
 }
 
@@ -454,7 +488,7 @@ mod tests {
     #[test]
     fn the_default_run_always_has_the_builtin_loads() {
         for quick in [true, false] {
-            let (builtin, tools, rounds, _) = plan(quick);
+            let (builtin, tools, rounds, _) = plan_with(quick, None, None);
             let conns: Vec<usize> = builtin
                 .iter()
                 .filter_map(|l| match l {
@@ -470,6 +504,15 @@ mod tests {
             assert!(builtin.iter().all(|l| l.tool() == "kevent-bench"));
             assert!(tools.iter().all(|l| l.tool() != "kevent-bench"));
             assert!(rounds >= 3);
+            let (builtin, _, rounds, _) = plan_with(quick, Some(7), Some(1500));
+            assert_eq!(rounds, 7);
+            assert!(builtin.iter().all(|l| matches!(
+                l,
+                Load::Builtin {
+                    window_ms: 1500,
+                    ..
+                }
+            )));
         }
     }
 
@@ -478,11 +521,21 @@ mod tests {
     #[test]
     fn the_builtin_generator_drives_every_server() {
         use kevent_backend::Backend;
-        for f in [
+        let mut flavours = vec![
             Flavour::Epoll,
             Flavour::Kevent(Backend::fallback()),
             Flavour::Safe(Backend::fallback()),
-        ] {
+            Flavour::Ring(Backend::fallback()),
+        ];
+        if let Ok(b) = Backend::native()
+            && crate::rawqueue::RawQueue::new_async(b, 4).is_ok()
+        {
+            flavours.push(Flavour::Ring(b));
+        }
+        if crate::uring::Uring::probe().is_ok() {
+            flavours.push(Flavour::Uring);
+        }
+        for f in flavours {
             for mode in [Mode::KeepAlive, Mode::Close] {
                 let l = listener().unwrap();
                 let port = l.local_addr().unwrap().port();

@@ -54,6 +54,61 @@ impl ReportCtx<'_> {
             .collect()
     }
 
+    /// Microseconds per response (`1e6 / rps`) of each run of server `si`.
+    fn us_per_response(&self, li: usize, si: usize) -> Vec<f64> {
+        self.runs[li][si]
+            .iter()
+            .flatten()
+            .filter(|r| r.rps > 0.0)
+            .map(|r| 1e6 / r.rps)
+            .collect()
+    }
+
+    /// Server `si`'s µs per response minus epoll's (server 0), run by run within each round.
+    fn us_saved(&self, li: usize, si: usize) -> Vec<f64> {
+        self.runs[li][si]
+            .iter()
+            .zip(&self.runs[li][0])
+            .filter_map(|(a, e)| match (a, e) {
+                (Some(a), Some(e)) if a.rps > 0.0 && e.rps > 0.0 => Some(1e6 / e.rps - 1e6 / a.rps),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The time per response and what each server saves against epoll, for the loads
+    /// `which`: in instruction-time a µs is 1000 instructions of the whole guest (server,
+    /// load generator and the kernel under both), so the difference is the instructions a
+    /// server's mechanism saves per response, which the req/s ratio dilutes by the load
+    /// generator's share.
+    fn per_response_table(&self, md: &mut String, which: &[usize]) {
+        let mut header = "| load |".to_owned();
+        let mut rule = "|---|".to_owned();
+        for s in self.servers {
+            let _ = write!(header, " {} µs |", s.name());
+            rule.push_str("---|");
+        }
+        for s in &self.servers[1..] {
+            let _ = write!(header, " epoll − {} µs |", short_server(*s));
+            rule.push_str("---|");
+        }
+        let _ = writeln!(md, "{header}\n{rule}");
+        for &li in which {
+            let mut row = format!("| `{}` |", self.loads[li].label());
+            for si in 0..self.servers.len() {
+                let cell =
+                    Interval::of(&self.us_per_response(li, si)).map_or("–".into(), |i| i.cell(2));
+                let _ = write!(row, " {cell} |");
+            }
+            for si in 1..self.servers.len() {
+                let cell = Interval::of(&self.us_saved(li, si)).map_or("–".into(), |i| i.cell(2));
+                let _ = write!(row, " {cell} |");
+            }
+            let _ = writeln!(md, "{row}");
+        }
+        md.push('\n');
+    }
+
     /// One Markdown table of req/s and ratios for the loads `which`.
     fn table(&self, md: &mut String, which: &[usize]) {
         let mut header = "| load |".to_owned();
@@ -106,7 +161,15 @@ pub(super) fn report(
          `kevent_backend::Backend`, registering the sockets accepted in one wait with one ADD and \
          unregistering those closed with one REMOVE; `kevent safe API`, `kevent::Queue` with \
          one `Registration<TcpStream>` per connection (`add_all` per wait; dropping a \
-         registration is one REMOVE){}. Listen backlog 65535, capped by \
+         registration is one REMOVE); `kevent async ring`, a queue with the asynchronous \
+         ring (P38) through the raw ABI, sockets registered edge-triggered with \
+         ALWAYS_QUEUE (so the kernel posts their wake-ups straight into the ring), events \
+         read from the ring with no call and `kevent_wait` only when it is empty, \
+         ADD/REMOVE batched as in `kevent raw`; `io_uring`, one multishot `POLL_ADD` per \
+         socket through the raw `io_uring_setup`/`io_uring_enter` calls, completions \
+         reaped from the CQ ring with no call, one `io_uring_enter` both submitting the \
+         batch's polls and waiting when the CQ ring is empty, a `POLL_REMOVE` before each \
+         close (a poll holds its socket){}. Listen backlog 65535, capped by \
          `net.core.somaxconn` = {}.\n\n",
         match (ctx.server_cpu, ctx.client_cpu) {
             (Some(s), Some(c)) =>
@@ -137,6 +200,18 @@ pub(super) fn report(
         .collect();
     let _ = writeln!(md, "#### Built-in load generator\n");
     ctx.table(&mut md, &builtin);
+    let _ = writeln!(
+        md,
+        "Time per response, `1e6 ÷ req/s` (median over rounds, 95% interval), and what each \
+         server saves against epoll in the same round (positive: faster). It is the whole \
+         machine's time per response: the load generator's work and the kernel's under both \
+         sides are in it, nearly the same for every server (the same code; its batches follow \
+         the server's), so a server's difference to epoll is \
+         its own (its mechanism's wake-up callbacks included, wherever they run) while the \
+         req/s ratio above is diluted by the load generator's share. In instruction-time, \
+         1 µs = 1000 guest instructions.\n"
+    );
+    ctx.per_response_table(&mut md, &builtin);
     if !tools.is_empty() {
         let _ = writeln!(md, "#### ab and wrk\n");
         ctx.table(&mut md, &tools);
@@ -145,14 +220,18 @@ pub(super) fn report(
     let _ = writeln!(
         md,
         "Server-side counts, summed over the runs: waits and control calls (`epoll_ctl` / \
-         `kevent_ctl`) per 1000 responses (in-process servers only), and what the load \
-         generator counted as errors and as responses other than 200.\n"
+         `kevent_ctl`) per 1000 responses (in-process servers only), what the load \
+         generator counted as errors and as responses other than 200, and the machine's TCP \
+         counters over the runs: connection requests a listener dropped (`ListenDrops`: a \
+         full request or accept queue; each costs the client a 1 s SYN retransmission, so a \
+         run with drops measures TCP's timers, not the server) and segments retransmitted.\n"
     );
     let _ = writeln!(
         md,
-        "| load | server | responses | waits/1000 | ctl calls/1000 | errors | non-200 |"
+        "| load | server | responses | waits/1000 | ctl calls/1000 | errors | non-200 | \
+         listen drops | retransmitted |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
     for (li, load) in loads.iter().enumerate() {
         for (si, s) in servers.iter().enumerate() {
             let rs: Vec<&RunResult> = ctx.runs[li][si].iter().flatten().collect();
@@ -162,6 +241,15 @@ pub(super) fn report(
             let ctls: u64 = st.iter().map(|s| s.ctls).sum();
             let errs: u64 = rs.iter().map(|r| r.errors).sum();
             let non200: u64 = rs.iter().map(|r| r.non_200).sum();
+            let tcp: Vec<_> = rs.iter().filter_map(|r| r.tcp).collect();
+            let (drops, retrans) = if tcp.is_empty() {
+                ("–".to_owned(), "–".to_owned())
+            } else {
+                (
+                    tcp.iter().map(|t| t.listen_drops).sum::<u64>().to_string(),
+                    tcp.iter().map(|t| t.retrans).sum::<u64>().to_string(),
+                )
+            };
             let per = |x: u64| {
                 if req == 0 {
                     "–".into()
@@ -176,7 +264,7 @@ pub(super) fn report(
             };
             let _ = writeln!(
                 md,
-                "| `{}` | {} | {responses} | {} | {} | {errs} | {non200} |",
+                "| `{}` | {} | {responses} | {} | {} | {errs} | {non200} | {drops} | {retrans} |",
                 load.short(),
                 s.name(),
                 per(waits),
@@ -325,6 +413,10 @@ pub(super) fn report(
                                                 ("errors", Json::from(r.errors)),
                                                 ("non_200", Json::from(r.non_200)),
                                             ]);
+                                            if let Some(t) = r.tcp {
+                                                o.push("listen_drops", Json::from(t.listen_drops));
+                                                o.push("retransmitted", Json::from(t.retrans));
+                                            }
                                             if let Some(st) = r.server {
                                                 o.push("server_requests", Json::from(st.requests));
                                                 o.push("server_accepted", Json::from(st.accepted));
@@ -371,6 +463,8 @@ fn short_server(s: Server) -> String {
         Server::InProcess(Flavour::Epoll) => "epoll".into(),
         Server::InProcess(Flavour::Kevent(b)) => format!("kevent raw ({})", b.as_str()),
         Server::InProcess(Flavour::Safe(b)) => format!("safe API ({})", b.as_str()),
+        Server::InProcess(Flavour::Ring(b)) => format!("async ring ({})", b.as_str()),
+        Server::InProcess(Flavour::Uring) => "io_uring".into(),
         Server::External { kind, shim: false } => kind.name().into(),
         Server::External { kind, shim: true } => format!("{} kevent", kind.name()),
     }
