@@ -3,9 +3,10 @@
  * kevent queues: the file, the registration tree, the ready list, waiting,
  * delivery and the ring in the caller's memory.
  *
- * A kevent is "queued" while its @link is on a list: q->ready (counted in
- * q->nready), a batch a delivery took from it, or the private list of level
- * kevents a call delivered while it holds q->mtx. That list goes back on
+ * A kevent is "queued" while its @link is on a list, and then counted in
+ * q->nready: q->ready, the part of it a delivery set aside, or the private
+ * list of level kevents a call delivered while it holds q->mtx (counted as
+ * they are put on it, so that nothing walks it again). That list goes back on
  * q->ready when the call ends and before it sleeps (as ep_poll() puts level
  * items back), so other waiters and ->poll() always see every ready
  * kevent. A call that may sleep remembers what it delivered (struct
@@ -781,6 +782,7 @@ struct kevent_sink {
 	bool ring_dirty;
 	u64 call;
 	struct list_head requeue;	/* level kevents this call delivered */
+	unsigned int nrequeue;		/* on @requeue, counted in q->nready */
 	unsigned int fresh;		/* delivered since it last slept */
 	/*
 	 * A call that may sleep after a delivery remembers, with a reference,
@@ -850,6 +852,9 @@ static int kevent_sink_keep(struct kevent_sink *s)
 		refcount_inc(&k->ref);
 		s->seen[s->nseen++] = k;
 	}
+	/* For kevent_delivered(), sorted here: the scans hold q->lock. */
+	sort(s->seen, s->nseen, sizeof(*s->seen), kevent_ptr_cmp, NULL);
+	s->nsorted = s->nseen;
 	return 0;
 }
 
@@ -874,35 +879,35 @@ static unsigned int kevent_sink_room(struct kevent_queue *q,
 }
 
 /*
- * A delivery that could not be copied out: back to the front, as it was.
+ * A kevent taken in hand that was not delivered (its copy failed, or one
+ * before it failed): back to @back, in order, with the state it had.
  * Context: q->lock held.
  */
 static void kevent_restore(struct kevent_queue *q, struct kevent *k,
-			   const struct kevent_snap *snap,
-			   struct list_head *batch)
+			   struct list_head *back)
 {
+	const struct kevent_snap *snap = &k->hand;
+
 	lockdep_assert_held(&q->lock);
 	k->pending = k->pending + snap->pending < k->pending ?
 		     U32_MAX : k->pending + snap->pending;
 	k->bits |= snap->bits;
 	k->marked |= snap->marked;
 	if (list_empty(&k->link)) {
-		list_add(&k->link, batch);
+		list_add_tail(&k->link, back);
 		kevent_count(q, k);
 	}
 }
 
 /*
- * Delivers one kevent taken off the ready list; q->lock not held. Sets
- * @requeue for a level kevent that stays registered: the caller puts it
- * back for the next wait (D7) when it next holds q->lock.
+ * Delivers one kevent in hand; q->lock not held.
  *
- * Return: 2 delivered and still registered, 1 delivered and unregistered,
- * 0 nothing to deliver, -EFAULT.
+ * Return: 2 delivered and still registered, 1 delivered and unregistered
+ * (@k may be gone), 0 nothing to deliver, -EFAULT, or -ENOSPC (an
+ * asynchronous ring a producer filled meanwhile).
  */
 static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
-			      struct kevent_snap *snap,
-			      struct kevent_sink *s, bool *requeue)
+			      struct kevent_sink *s)
 {
 	struct ukevent ev = k->uk;
 	u32 data[2] = { 0, 0 };
@@ -910,8 +915,7 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 	bool unregister;
 	u32 kidx = q->kidx;
 
-	*requeue = false;
-	r = k->ops->report(k, snap, data);
+	r = k->ops->report(k, &k->hand, data);
 	if (r == KEVENT_SKIP)
 		return 0;
 	ev.ret_flags = r == KEVENT_BROKEN ? KEVENT_RET_BROKEN : 0;
@@ -939,133 +943,164 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 		kevent_unregister(k);
 		return 1;
 	}
-	*requeue = !k->ops->occurrence && !kevent_is_edge(k);
 	return 2;
 }
 
-/* Entries a scan handles between two chances to reschedule. */
+/* Entries a scan handles under one hold of q->lock, between reschedules. */
 #define KEVENT_SCAN_STEPS	64
 
 /*
- * Delivers what is queued, oldest first, while the sink has room. q->lock
- * is dropped only around each delivery (->report() and the copy may sleep);
- * a delivered kevent cannot go away meanwhile: only a holder of q->mtx
- * unregisters.
+ * Takes the next batch of what is queued in hand, oldest first: at most
+ * @room kevents to deliver and KEVENT_SCAN_STEPS entries looked at. What
+ * this call delivered already goes straight to s->requeue. Returns the
+ * batch (through k->hand_next) and sets *@n to its length and *@full when
+ * it stopped at KEVENT_SCAN_STEPS. Context: q->lock held.
  */
-static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
+static struct kevent *kevent_take(struct kevent_queue *q,
+				  struct kevent_sink *s, struct list_head *rest,
+				  unsigned int room, unsigned int *n, bool *full)
 {
-	struct kevent *again = NULL;
-	unsigned int steps = 0;
-	LIST_HEAD(batch);
-	int err = 0;
+	struct kevent *hand = NULL, **tail = &hand, *k;
+	unsigned int steps;
 
-	/* What earlier scans of this call delivered, for kevent_delivered(). */
-	if (s->nsorted < s->nseen) {
-		sort(s->seen, s->nseen, sizeof(*s->seen), kevent_ptr_cmp, NULL);
-		s->nsorted = s->nseen;
-	}
-	spin_lock_irq(&q->lock);
-	list_splice_init(&q->ready, &batch);
-	for (;;) {
-		struct kevent_snap snap;
-		struct kevent *k;
-		bool requeue;
-
-		/*
-		 * The level kevent delivered last: ready again at the next
-		 * wait, unless a source queued it again meanwhile.
-		 */
-		if (again && list_empty(&again->link))
-			list_add_tail(&again->link, &s->requeue);
-		again = NULL;
-		if (!kevent_sink_room(q, s))
-			break;
-		k = list_first_entry_or_null(&batch, struct kevent, link);
+	*n = 0;
+	for (steps = 0; *n < room && steps < KEVENT_SCAN_STEPS; steps++) {
+		k = list_first_entry_or_null(rest, struct kevent, link);
 		if (!k)
 			break;
-		kevent_dequeue(k);
 		if (kevent_delivered(s, k)) {
-			/* Delivered by this call already: the next one. */
+			/* Delivered by this call already: stays counted. */
+			list_move_tail(&k->link, &s->requeue);
 			kevent_stamp(q, k, s->call);
-			list_add_tail(&k->link, &s->requeue);
-			/*
-			 * Interrupts back on now and then: the batch is this
-			 * call's, only merged into by producers.
-			 */
-			if (!(++steps % KEVENT_SCAN_STEPS)) {
-				spin_unlock_irq(&q->lock);
-				cond_resched();
-				spin_lock_irq(&q->lock);
-			}
+			s->nrequeue++;
 			continue;
 		}
-		snap.pending = k->pending;
-		snap.bits = k->bits;
-		snap.marked = k->marked;
+		kevent_dequeue(k);
+		k->hand.pending = k->pending;
+		k->hand.bits = k->bits;
+		k->hand.marked = k->marked;
 		k->pending = 0;
 		k->bits = 0;
 		k->marked = false;
-		q->nbusy++;
+		*tail = k;
+		tail = &k->hand_next;
+		(*n)++;
+	}
+	*tail = NULL;
+	*full = steps == KEVENT_SCAN_STEPS;
+	return hand;
+}
+
+/*
+ * Delivers what is queued, oldest first, while the sink has room, a batch
+ * at a time (kevent_take()): q->lock, held when it is called and when it
+ * returns, is dropped only while a batch is delivered (->report() and the
+ * copy may sleep), so a call that delivers one batch holds it twice. A
+ * kevent in hand cannot go away meanwhile: only a holder of q->mtx
+ * unregisters; a producer finds it off every list and queues it again
+ * (q->nbusy keeps an asynchronous ring's producers out, P40).
+ */
+static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
+	__must_hold(&q->lock)
+{
+	LIST_HEAD(rest);
+	int err = 0;
+
+	lockdep_assert_held(&q->lock);
+	list_splice_init(&q->ready, &rest);
+	for (;;) {
+		struct kevent *hand, *kept = NULL, **tail = &kept, *k, *next;
+		unsigned int n;
+		bool full;
+
+		hand = kevent_take(q, s, &rest, kevent_sink_room(q, s), &n,
+				   &full);
+		if (!hand && !full)
+			break;
+		q->nbusy += n;
 		spin_unlock_irq(&q->lock);
 
-		/* At most one delivery per registered kevent: long, not forever. */
-		if (!(++steps % KEVENT_SCAN_STEPS))
+		/* Up to one delivery per registered kevent: long, not forever. */
+		if (full)
 			cond_resched();
-		requeue = false;
-		err = kevent_deliver_one(q, k, &snap, s, &requeue);
+		for (k = hand; k; k = next) {
+			next = k->hand_next;
+			err = kevent_deliver_one(q, k, s);
+			if (err < 0)
+				break;
+			if (err == 2) {
+				*tail = k;
+				tail = &k->hand_next;
+			}
+		}
+		/* k: the one that failed and those after it, still chained. */
+		*tail = NULL;
+
 		spin_lock_irq(&q->lock);
-		q->nbusy--;
+		q->nbusy -= n;
+		for (next = kept; next; next = next->hand_next) {
+			/* A producer may have queued it again meanwhile. */
+			kevent_stamp(q, next, s->call);
+			s->fresh++;
+			if (s->remember) {
+				next->seen_next = s->chain;
+				s->chain = next;
+				s->nchain++;
+			}
+			/*
+			 * A level kevent: ready again at the next wait (D7),
+			 * unless a source queued it again meanwhile.
+			 */
+			if (!next->ops->occurrence && !kevent_is_edge(next) &&
+			    list_empty(&next->link)) {
+				list_add_tail(&next->link, &s->requeue);
+				kevent_count(q, next);
+				s->nrequeue++;
+			}
+		}
 		if (err < 0) {
-			kevent_restore(q, k, &snap, &batch);
+			LIST_HEAD(back);
+
+			for (; k; k = k->hand_next)
+				kevent_restore(q, k, &back);
+			list_splice(&back, &rest);
 			if (err == -ENOSPC)
 				err = 0;
 			break;
 		}
-		if (err == 2) {
-			/* A producer may have queued it again meanwhile. */
-			kevent_stamp(q, k, s->call);
-			s->fresh++;
-			if (s->remember) {
-				k->seen_next = s->chain;
-				s->chain = k;
-				s->nchain++;
-			}
-		}
 		err = 0;
-		if (requeue)
-			again = k;
 	}
-	list_splice(&batch, &q->ready);
-	spin_unlock_irq(&q->lock);
+	list_splice(&rest, &q->ready);
 	return err;
 }
 
 /*
  * The level kevents this call delivered (and those it skipped as delivered
- * already) go back on q->ready; returns how many. Context: q->lock held.
+ * already), counted as they were put aside, go back on q->ready; returns
+ * how many. Context: q->lock held.
  */
 static unsigned int kevent_requeue(struct kevent_queue *q,
 				   struct kevent_sink *s)
 {
-	unsigned int n = 0;
-	struct kevent *k;
+	unsigned int n = s->nrequeue;
 
 	lockdep_assert_held(&q->lock);
-	list_for_each_entry(k, &s->requeue, link) {
-		kevent_count(q, k);
-		n++;
-	}
 	list_splice_tail_init(&s->requeue, &q->ready);
+	s->nrequeue = 0;
 	return n;
 }
 
-/* The end of a call: level kevents back, the ring published, wake-ups. */
+/*
+ * The end of a call: level kevents back, the ring published, wake-ups.
+ * Called with q->lock held (the last scan's), which it releases.
+ */
 static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s,
 			  struct kevent_waiter *w)
+	__releases(&q->lock)
 {
 	unsigned int n;
 
-	spin_lock_irq(&q->lock);
+	lockdep_assert_held(&q->lock);
 	n = kevent_requeue(q, s);
 	list_del_init(&w->hold);
 	q->wake_pending = false;
@@ -1103,8 +1138,9 @@ static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
 		/*
 		 * Its stamp is on what it delivered since it took q->mtx (it
 		 * never slept yet): the chain, when the call remembers; else it
-		 * delivered nothing (min_nr 1). Those a producer queued again
-		 * are counted: its own until kevent_own() keeps it.
+		 * delivered nothing (min_nr 1). Those counted (on s->requeue,
+		 * or queued again by a producer) are its own until
+		 * kevent_own() keeps it.
 		 */
 		w->own = 0;
 		for (k = s->chain; k; k = k->seen_next)
@@ -1310,22 +1346,25 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 	s.call = ++q->calls;
 	w.call = s.call;
 	s.remember = want > 1 && d->block;
+	/* Held from here to the scan's end, and from each wake-up on. */
 	spin_lock_irq(&q->lock);
 	w.wake_gen = q->wake_gen;
 	w.flush_gen = q->flush_gen;
 	if (q->wake_pending)
 		d->block = false;
-	spin_unlock_irq(&q->lock);
 
 	for (;;) {
 		err = kevent_scan(q, &s);
 		if (err || last || s.n >= want || !kevent_sink_room(q, &s) ||
 		    !d->block)
 			break;
+		spin_unlock_irq(&q->lock);
 		w.need = want - s.n;
 		err = kevent_sink_keep(&s);
-		if (err)
+		if (err) {
+			spin_lock_irq(&q->lock);
 			break;
+		}
 		kevent_hold(q, &s, &w);
 		mutex_unlock(&q->mtx);
 		ret = kevent_sleep(&w, d);
@@ -1339,11 +1378,15 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		 */
 		if (w.wake_gen != q->wake_gen || w.posted != q->posted)
 			last = true;
-		spin_unlock_irq(&q->lock);
 		/* The fd was closed under this wait. */
-		if (closed && !kevent_fd_names(fd, q)) {
-			err = -EBADF;
-			break;
+		if (closed) {
+			spin_unlock_irq(&q->lock);
+			closed = !kevent_fd_names(fd, q);
+			spin_lock_irq(&q->lock);
+			if (closed) {
+				err = -EBADF;
+				break;
+			}
 		}
 		/* A timeout or a signal: one last look, never -EINTR. */
 		if (ret)
