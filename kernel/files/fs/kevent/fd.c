@@ -149,7 +149,12 @@ static enum kevent_report kevent_fd_classify(struct kevent *k, __poll_t rev,
 	return KEVENT_DELIVER;
 }
 
-static __poll_t kevent_fd_poll(struct kevent *k, poll_table *pt, int depth)
+/*
+ * kevent_fd_poll(), kevent_fd_poll_now() and kevent_fd_current() are inlined
+ * (as vfs_poll() itself): each runs once per delivered fd kevent.
+ */
+static __always_inline __poll_t kevent_fd_poll(struct kevent *k,
+					       poll_table *pt, int depth)
 {
 	__poll_t rev;
 
@@ -161,7 +166,8 @@ static __poll_t kevent_fd_poll(struct kevent *k, poll_table *pt, int depth)
 }
 
 /* The file's readiness now, hooking nothing. */
-static __poll_t kevent_fd_poll_now(struct kevent *k, int depth)
+static __always_inline __poll_t kevent_fd_poll_now(struct kevent *k,
+						   int depth)
 {
 	poll_table pt;
 
@@ -171,7 +177,7 @@ static __poll_t kevent_fd_poll_now(struct kevent *k, int depth)
 }
 
 /* D10: whether the registered fd still names the registered file. */
-static bool kevent_fd_current(struct kevent *k)
+static __always_inline bool kevent_fd_current(struct kevent *k)
 {
 	struct file *f;
 

@@ -900,6 +900,33 @@ static void kevent_restore(struct kevent_queue *q, struct kevent *k,
 }
 
 /*
+ * Writes @k's record with its results to @dst: straight from the kevent
+ * into the caller's memory, with no copy built on the stack. Return: 0 or
+ * -EFAULT.
+ */
+static int kevent_put_record(struct ukevent __user *dst,
+			     const struct kevent *k, u32 flags,
+			     const u32 data[2])
+{
+	if (!user_access_begin(dst, sizeof(*dst)))
+		return -EFAULT;
+	/* id, type, event, req_flags: as registered. */
+	unsafe_copy_to_user((void __user *)dst, (const void *)&k->uk,
+			    offsetof(struct ukevent, ret_flags), efault);
+	unsafe_put_user(flags, &dst->ret_flags, efault);
+	unsafe_put_user(data[0], &dst->ret_data[0], efault);
+	unsafe_put_user(data[1], &dst->ret_data[1], efault);
+	unsafe_copy_to_user((void __user *)dst->user,
+			    (const void *)k->uk.user, sizeof(dst->user),
+			    efault);
+	user_access_end();
+	return 0;
+efault:
+	user_access_end();
+	return -EFAULT;
+}
+
+/*
  * Delivers one kevent in hand; q->lock not held.
  *
  * Return: 2 delivered and still registered, 1 delivered and unregistered
@@ -909,35 +936,43 @@ static void kevent_restore(struct kevent_queue *q, struct kevent *k,
 static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 			      struct kevent_sink *s)
 {
-	struct ukevent ev = k->uk;
 	u32 data[2] = { 0, 0 };
 	enum kevent_report r;
 	bool unregister;
-	u32 kidx = q->kidx;
+	u32 flags;
 
 	r = k->ops->report(k, &k->hand, data);
 	if (r == KEVENT_SKIP)
 		return 0;
-	ev.ret_flags = r == KEVENT_BROKEN ? KEVENT_RET_BROKEN : 0;
-	ev.ret_data[0] = data[0];
-	ev.ret_data[1] = data[1];
-	unregister = r == KEVENT_BROKEN || (ev.req_flags & KEVENT_REQ_ONESHOT);
+	flags = r == KEVENT_BROKEN ? KEVENT_RET_BROKEN : 0;
+	unregister = r == KEVENT_BROKEN ||
+		     (k->uk.req_flags & KEVENT_REQ_ONESHOT);
 	if (unregister)
-		ev.ret_flags |= KEVENT_RET_DONE;
+		flags |= KEVENT_RET_DONE;
 
-	if (s->to_ring) {
-		/* An asynchronous ring a producer filled meanwhile: queued. */
-		if (!kevent_ring_push(q, &ev))
-			return q->aring ? -ENOSPC : -EFAULT;
-	} else {
-		if (q->ring && !kevent_ring_push(q, &ev))
-			ev.ret_flags |= KEVENT_RET_COPY_FAILED;
-		if (copy_to_user(&s->buf[s->n], &ev, sizeof(ev))) {
-			q->kidx = kidx;
-			return -EFAULT;
+	if (unlikely(q->ring)) {
+		struct ukevent ev = k->uk;
+		u32 kidx = q->kidx;
+
+		ev.ret_flags = flags;
+		ev.ret_data[0] = data[0];
+		ev.ret_data[1] = data[1];
+		if (s->to_ring) {
+			/* An asynchronous ring a producer filled meanwhile. */
+			if (!kevent_ring_push(q, &ev))
+				return q->aring ? -ENOSPC : -EFAULT;
+		} else {
+			if (!kevent_ring_push(q, &ev))
+				flags |= KEVENT_RET_COPY_FAILED;
+			if (kevent_put_record(&s->buf[s->n], k, flags, data)) {
+				q->kidx = kidx;
+				return -EFAULT;
+			}
 		}
+		s->ring_dirty |= q->kidx != kidx;
+	} else if (kevent_put_record(&s->buf[s->n], k, flags, data)) {
+		return -EFAULT;
 	}
-	s->ring_dirty |= q->kidx != kidx;
 	s->n++;
 	if (unregister) {
 		kevent_unregister(k);
