@@ -107,9 +107,12 @@ static int kevent_sock_error(struct kevent *k)
 	return err ? -err : -EIO;
 }
 
-/* What @rev (already masked) means for this kevent (spec section 5). */
-static enum kevent_report kevent_fd_classify(struct kevent *k, __poll_t rev,
-					     u32 data[2])
+/*
+ * What @rev (already masked) means for this kevent (spec section 5).
+ * Inlined: once per delivered fd kevent.
+ */
+static __always_inline enum kevent_report
+kevent_fd_classify(struct kevent *k, __poll_t rev, u32 data[2])
 {
 	u32 event = k->uk.event, ready = 0;
 

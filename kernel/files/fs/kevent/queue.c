@@ -256,6 +256,17 @@ static __always_inline void kevent_stamp(struct kevent_queue *q, struct kevent *
 		kevent_own(q, k, 1);
 }
 
+/* @k, queued and counted, leaves its list and q->nready. */
+static __always_inline void kevent_uncount(struct kevent_queue *q,
+					   struct kevent *k)
+{
+	list_del_init(&k->link);
+	k->counted = false;
+	q->nready--;
+	if (!list_empty(&q->holders))
+		kevent_own(q, k, -1);
+}
+
 /* Takes @k off whatever list it is queued on. */
 void kevent_dequeue(struct kevent *k)
 {
@@ -264,13 +275,10 @@ void kevent_dequeue(struct kevent *k)
 	lockdep_assert_held(&q->lock);
 	if (list_empty(&k->link))
 		return;
-	list_del_init(&k->link);
-	if (k->counted) {
-		k->counted = false;
-		q->nready--;
-		if (!list_empty(&q->holders))
-			kevent_own(q, k, -1);
-	}
+	if (k->counted)
+		kevent_uncount(q, k);
+	else
+		list_del_init(&k->link);
 }
 
 /**
@@ -1010,7 +1018,8 @@ static struct kevent *kevent_take(struct kevent_queue *q,
 			s->nrequeue++;
 			continue;
 		}
-		kevent_dequeue(k);
+		/* On a copy of q->ready, so counted. */
+		kevent_uncount(q, k);
 		k->hand.pending = k->pending;
 		k->hand.bits = k->bits;
 		k->hand.marked = k->marked;
