@@ -1283,6 +1283,7 @@ static int kevent_get_deadline(const struct __kernel_timespec __user *uts,
 			       struct kevent_deadline *d)
 {
 	struct timespec64 ts;
+	ktime_t rel;
 
 	if (flags & ~KEVENT_FLAGS_ABSTIME)
 		return -EINVAL;
@@ -1297,11 +1298,17 @@ static int kevent_get_deadline(const struct __kernel_timespec __user *uts,
 			   ktime_after(d->expires, ktime_get_real());
 	} else {
 		d->clock = CLOCK_MONOTONIC;
-		d->block = !nonblock && (ts.tv_sec || ts.tv_nsec);
-		/* Only a wait that may sleep needs the clock. */
-		d->expires = d->block ?
-			     ktime_add_safe(ktime_get(),
-					    timespec64_to_ktime(ts)) : 0;
+		rel = timespec64_to_ktime(ts);
+
+		d->block = !nonblock && rel;
+		/*
+		 * Only a wait that may sleep needs the clock, and not one that
+		 * never times out (KTIME_MAX: any later time saturates).
+		 */
+		if (!d->block || rel == KTIME_MAX)
+			d->expires = d->block ? KTIME_MAX : 0;
+		else
+			d->expires = ktime_add_safe(ktime_get(), rel);
 	}
 	return 0;
 }
