@@ -172,7 +172,8 @@ static __always_inline __poll_t kevent_fd_poll(struct kevent *k,
 static __always_inline __poll_t kevent_fd_poll_now(struct kevent *k,
 						   int depth)
 {
-	poll_table pt;
+	/* Both fields set below: not zeroed first (once per delivery). */
+	poll_table pt __uninitialized;
 
 	init_poll_funcptr(&pt, NULL);
 	pt._key = READ_ONCE(k->fd.mask);

@@ -1298,17 +1298,17 @@ static int kevent_get_deadline(const struct __kernel_timespec __user *uts,
 			   ktime_after(d->expires, ktime_get_real());
 	} else {
 		d->clock = CLOCK_MONOTONIC;
-		rel = timespec64_to_ktime(ts);
-
-		d->block = !nonblock && rel;
+		d->block = !nonblock && (ts.tv_sec || ts.tv_nsec);
+		d->expires = 0;
+		if (!d->block)
+			return 0;
 		/*
 		 * Only a wait that may sleep needs the clock, and not one that
 		 * never times out (KTIME_MAX: any later time saturates).
 		 */
-		if (!d->block || rel == KTIME_MAX)
-			d->expires = d->block ? KTIME_MAX : 0;
-		else
-			d->expires = ktime_add_safe(ktime_get(), rel);
+		rel = timespec64_to_ktime(ts);
+		d->expires = rel == KTIME_MAX ? KTIME_MAX :
+			     ktime_add_safe(ktime_get(), rel);
 	}
 	return 0;
 }
