@@ -912,9 +912,9 @@ static void kevent_restore(struct kevent_queue *q, struct kevent *k,
  * into the caller's memory, with no copy built on the stack. Return: 0 or
  * -EFAULT.
  */
-static int kevent_put_record(struct ukevent __user *dst,
-			     const struct kevent *k, u32 flags,
-			     const u32 data[2])
+static __always_inline int kevent_put_record(struct ukevent __user *dst,
+					     const struct kevent *k, u32 flags,
+					     const u32 data[2])
 {
 	if (!user_access_begin(dst, sizeof(*dst)))
 		return -EFAULT;
@@ -1282,7 +1282,8 @@ static int kevent_get_deadline(const struct __kernel_timespec __user *uts,
 			       unsigned int flags, bool nonblock,
 			       struct kevent_deadline *d)
 {
-	struct timespec64 ts;
+	/* Filled by get_timespec64() before any use. */
+	struct timespec64 ts __uninitialized;
 	ktime_t rel;
 
 	if (flags & ~KEVENT_FLAGS_ABSTIME)
@@ -1354,14 +1355,23 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		.max = max,
 		.to_ring = to_ring,
 	};
-	struct kevent_waiter w = {
-		.q = q,
-		.hold = LIST_HEAD_INIT(w.hold),
-	};
+	/*
+	 * Every field but the wait entry (kevent_sleep() sets that up) is
+	 * set here: not zeroed first, once per call.
+	 */
+	struct kevent_waiter w __uninitialized;
 	bool last = false, closed;
 	long err = 0;
 	int ret;
 
+	w.q = q;
+	w.need = 0;
+	w.wake_gen = 0;
+	w.flush_gen = 0;
+	w.call = 0;
+	w.posted = 0;
+	INIT_LIST_HEAD(&w.hold);
+	w.own = 0;
 	INIT_LIST_HEAD(&s.requeue);
 	mutex_lock(&q->mtx);
 	kevent_aring_reap(q);
@@ -1457,7 +1467,8 @@ long kevent_collect(struct kevent_queue *q, int fd, unsigned int want,
 		    bool to_ring, const struct __kernel_timespec __user *uts,
 		    unsigned int flags, bool nonblock)
 {
-	struct kevent_deadline d;
+	/* Set whole by kevent_get_deadline() before any use. */
+	struct kevent_deadline d __uninitialized;
 	int err = kevent_get_deadline(uts, flags, nonblock, &d);
 
 	if (err)
@@ -1469,7 +1480,8 @@ long kevent_wait_ring(struct kevent_queue *q, int fd, unsigned int num,
 		      u32 old_uidx, const struct __kernel_timespec __user *uts,
 		      unsigned int flags, bool nonblock)
 {
-	struct kevent_deadline d;
+	/* Set whole by kevent_get_deadline() before any use. */
+	struct kevent_deadline d __uninitialized;
 	int err = kevent_get_deadline(uts, flags, nonblock, &d);
 
 	if (err)
