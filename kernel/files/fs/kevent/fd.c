@@ -109,9 +109,12 @@ static int kevent_sock_error(struct kevent *k)
 	return err ? -err : -EIO;
 }
 
-/* What @rev (already masked) means for this kevent (spec section 5). */
-static enum kevent_report kevent_fd_classify(struct kevent *k, __poll_t rev,
-					     u32 data[2])
+/*
+ * What @rev (already masked) means for this kevent (spec section 5).
+ * Inlined: once per delivered fd kevent.
+ */
+static __always_inline enum kevent_report
+kevent_fd_classify(struct kevent *k, __poll_t rev, u32 data[2])
 {
 	u32 event = k->uk.event, ready = 0;
 
@@ -151,7 +154,12 @@ static enum kevent_report kevent_fd_classify(struct kevent *k, __poll_t rev,
 	return KEVENT_DELIVER;
 }
 
-static __poll_t kevent_fd_poll(struct kevent *k, poll_table *pt, int depth)
+/*
+ * kevent_fd_poll(), kevent_fd_poll_now() and kevent_fd_current() are inlined
+ * (as vfs_poll() itself): each runs once per delivered fd kevent.
+ */
+static __always_inline __poll_t kevent_fd_poll(struct kevent *k,
+					       poll_table *pt, int depth)
 {
 	__poll_t rev;
 
@@ -163,9 +171,11 @@ static __poll_t kevent_fd_poll(struct kevent *k, poll_table *pt, int depth)
 }
 
 /* The file's readiness now, hooking nothing. */
-static __poll_t kevent_fd_poll_now(struct kevent *k, int depth)
+static __always_inline __poll_t kevent_fd_poll_now(struct kevent *k,
+						   int depth)
 {
-	poll_table pt;
+	/* Both fields set below: not zeroed first (once per delivery). */
+	poll_table pt __uninitialized;
 
 	init_poll_funcptr(&pt, NULL);
 	pt._key = READ_ONCE(k->fd.mask);
@@ -173,7 +183,7 @@ static __poll_t kevent_fd_poll_now(struct kevent *k, int depth)
 }
 
 /* D10: whether the registered fd still names the registered file. */
-static bool kevent_fd_current(struct kevent *k)
+static __always_inline bool kevent_fd_current(struct kevent *k)
 {
 	struct file *f;
 

@@ -189,8 +189,8 @@ struct kevent_timer {
  * @node: in q->tree, keyed by (type, id); under q->mtx
  * @link: on q->ready, or on a delivery's private list; under q->lock.
  *	Empty means not queued.
- * @counted: on q->ready (or a batch taken from it) and counted in
- *	q->nready; under q->lock
+ * @counted: on q->ready (or a part set aside from it, or a call's list of
+ *	level kevents to requeue) and counted in q->nready; under q->lock
  * @dead: unregistered, or posted as done (ring.c): producers must not
  *	queue it; under q->lock
  */
@@ -205,6 +205,9 @@ struct kevent {
 	bool charged;			/* counted in max_user_kevents */
 	u64 stamp;			/* its call; q->mtx and q->lock */
 	struct kevent *seen_next;	/* delivered by q->mtx's holder (queue.c) */
+	/* in a delivery's hand (queue.c); under q->mtx */
+	struct kevent *hand_next;
+	struct kevent_snap hand;
 
 	/* under q->lock */
 	bool counted;

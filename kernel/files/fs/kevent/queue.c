@@ -3,9 +3,10 @@
  * kevent queues: the file, the registration tree, the ready list, waiting,
  * delivery and the ring in the caller's memory.
  *
- * A kevent is "queued" while its @link is on a list: q->ready (counted in
- * q->nready), a batch a delivery took from it, or the private list of level
- * kevents a call delivered while it holds q->mtx. That list goes back on
+ * A kevent is "queued" while its @link is on a list, and then counted in
+ * q->nready: q->ready, the part of it a delivery set aside, or the private
+ * list of level kevents a call delivered while it holds q->mtx (counted as
+ * they are put on it, so that nothing walks it again). That list goes back on
  * q->ready when the call ends and before it sleeps (as ep_poll() puts level
  * items back), so other waiters and ->poll() always see every ready
  * kevent. A call that may sleep remembers what it delivered (struct
@@ -255,6 +256,17 @@ static __always_inline void kevent_stamp(struct kevent_queue *q, struct kevent *
 		kevent_own(q, k, 1);
 }
 
+/* @k, queued and counted, leaves its list and q->nready. */
+static __always_inline void kevent_uncount(struct kevent_queue *q,
+					   struct kevent *k)
+{
+	list_del_init(&k->link);
+	k->counted = false;
+	q->nready--;
+	if (!list_empty(&q->holders))
+		kevent_own(q, k, -1);
+}
+
 /* Takes @k off whatever list it is queued on. */
 void kevent_dequeue(struct kevent *k)
 {
@@ -263,13 +275,10 @@ void kevent_dequeue(struct kevent *k)
 	lockdep_assert_held(&q->lock);
 	if (list_empty(&k->link))
 		return;
-	list_del_init(&k->link);
-	if (k->counted) {
-		k->counted = false;
-		q->nready--;
-		if (!list_empty(&q->holders))
-			kevent_own(q, k, -1);
-	}
+	if (k->counted)
+		kevent_uncount(q, k);
+	else
+		list_del_init(&k->link);
 }
 
 /**
@@ -781,6 +790,7 @@ struct kevent_sink {
 	bool ring_dirty;
 	u64 call;
 	struct list_head requeue;	/* level kevents this call delivered */
+	unsigned int nrequeue;		/* on @requeue, counted in q->nready */
 	unsigned int fresh;		/* delivered since it last slept */
 	/*
 	 * A call that may sleep after a delivery remembers, with a reference,
@@ -850,6 +860,9 @@ static int kevent_sink_keep(struct kevent_sink *s)
 		refcount_inc(&k->ref);
 		s->seen[s->nseen++] = k;
 	}
+	/* For kevent_delivered(), sorted here: the scans hold q->lock. */
+	sort(s->seen, s->nseen, sizeof(*s->seen), kevent_ptr_cmp, NULL);
+	s->nsorted = s->nseen;
 	return 0;
 }
 
@@ -874,198 +887,264 @@ static unsigned int kevent_sink_room(struct kevent_queue *q,
 }
 
 /*
- * A delivery that could not be copied out: back to the front, as it was.
+ * A kevent taken in hand that was not delivered (its copy failed, or one
+ * before it failed): back to @back, in order, with the state it had.
  * Context: q->lock held.
  */
 static void kevent_restore(struct kevent_queue *q, struct kevent *k,
-			   const struct kevent_snap *snap,
-			   struct list_head *batch)
+			   struct list_head *back)
 {
+	const struct kevent_snap *snap = &k->hand;
+
 	lockdep_assert_held(&q->lock);
 	k->pending = k->pending + snap->pending < k->pending ?
 		     U32_MAX : k->pending + snap->pending;
 	k->bits |= snap->bits;
 	k->marked |= snap->marked;
 	if (list_empty(&k->link)) {
-		list_add(&k->link, batch);
+		list_add_tail(&k->link, back);
 		kevent_count(q, k);
 	}
 }
 
 /*
- * Delivers one kevent taken off the ready list; q->lock not held. Sets
- * @requeue for a level kevent that stays registered: the caller puts it
- * back for the next wait (D7) when it next holds q->lock.
+ * Writes @k's record with its results to @dst: straight from the kevent
+ * into the caller's memory, with no copy built on the stack. Return: 0 or
+ * -EFAULT.
+ */
+static __always_inline int kevent_put_record(struct ukevent __user *dst,
+					     const struct kevent *k, u32 flags,
+					     const u32 data[2])
+{
+	if (!user_access_begin(dst, sizeof(*dst)))
+		return -EFAULT;
+	/* id, type, event, req_flags: as registered. */
+	unsafe_copy_to_user((void __user *)dst, (const void *)&k->uk,
+			    offsetof(struct ukevent, ret_flags), efault);
+	unsafe_put_user(flags, &dst->ret_flags, efault);
+	unsafe_put_user(data[0], &dst->ret_data[0], efault);
+	unsafe_put_user(data[1], &dst->ret_data[1], efault);
+	unsafe_copy_to_user((void __user *)dst->user,
+			    (const void *)k->uk.user, sizeof(dst->user),
+			    efault);
+	user_access_end();
+	return 0;
+efault:
+	user_access_end();
+	return -EFAULT;
+}
+
+/*
+ * Delivers one kevent in hand; q->lock not held.
  *
- * Return: 2 delivered and still registered, 1 delivered and unregistered,
- * 0 nothing to deliver, -EFAULT.
+ * Return: 2 delivered and still registered, 1 delivered and unregistered
+ * (@k may be gone), 0 nothing to deliver, -EFAULT, or -ENOSPC (an
+ * asynchronous ring a producer filled meanwhile).
  */
 static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
-			      struct kevent_snap *snap,
-			      struct kevent_sink *s, bool *requeue)
+			      struct kevent_sink *s)
 {
-	struct ukevent ev = k->uk;
 	u32 data[2] = { 0, 0 };
 	enum kevent_report r;
 	bool unregister;
-	u32 kidx = q->kidx;
+	u32 flags;
 
-	*requeue = false;
-	r = k->ops->report(k, snap, data);
+	r = k->ops->report(k, &k->hand, data);
 	if (r == KEVENT_SKIP)
 		return 0;
-	ev.ret_flags = r == KEVENT_BROKEN ? KEVENT_RET_BROKEN : 0;
-	ev.ret_data[0] = data[0];
-	ev.ret_data[1] = data[1];
-	unregister = r == KEVENT_BROKEN || (ev.req_flags & KEVENT_REQ_ONESHOT);
+	flags = r == KEVENT_BROKEN ? KEVENT_RET_BROKEN : 0;
+	unregister = r == KEVENT_BROKEN ||
+		     (k->uk.req_flags & KEVENT_REQ_ONESHOT);
 	if (unregister)
-		ev.ret_flags |= KEVENT_RET_DONE;
+		flags |= KEVENT_RET_DONE;
 
-	if (s->to_ring) {
-		/* An asynchronous ring a producer filled meanwhile: queued. */
-		if (!kevent_ring_push(q, &ev))
-			return q->aring ? -ENOSPC : -EFAULT;
-	} else {
-		if (q->ring && !kevent_ring_push(q, &ev))
-			ev.ret_flags |= KEVENT_RET_COPY_FAILED;
-		if (copy_to_user(&s->buf[s->n], &ev, sizeof(ev))) {
-			q->kidx = kidx;
-			return -EFAULT;
+	if (unlikely(q->ring)) {
+		struct ukevent ev = k->uk;
+		u32 kidx = q->kidx;
+
+		ev.ret_flags = flags;
+		ev.ret_data[0] = data[0];
+		ev.ret_data[1] = data[1];
+		if (s->to_ring) {
+			/* An asynchronous ring a producer filled meanwhile. */
+			if (!kevent_ring_push(q, &ev))
+				return q->aring ? -ENOSPC : -EFAULT;
+		} else {
+			if (!kevent_ring_push(q, &ev))
+				flags |= KEVENT_RET_COPY_FAILED;
+			if (kevent_put_record(&s->buf[s->n], k, flags, data)) {
+				q->kidx = kidx;
+				return -EFAULT;
+			}
 		}
+		s->ring_dirty |= q->kidx != kidx;
+	} else if (kevent_put_record(&s->buf[s->n], k, flags, data)) {
+		return -EFAULT;
 	}
-	s->ring_dirty |= q->kidx != kidx;
 	s->n++;
 	if (unregister) {
 		kevent_unregister(k);
 		return 1;
 	}
-	*requeue = !k->ops->occurrence && !kevent_is_edge(k);
 	return 2;
 }
 
-/* Entries a scan handles between two chances to reschedule. */
+/* Entries a scan handles under one hold of q->lock, between reschedules. */
 #define KEVENT_SCAN_STEPS	64
 
 /*
- * Delivers what is queued, oldest first, while the sink has room. q->lock
- * is dropped only around each delivery (->report() and the copy may sleep);
- * a delivered kevent cannot go away meanwhile: only a holder of q->mtx
- * unregisters.
+ * Takes the next batch of what is queued in hand, oldest first: at most
+ * @room kevents to deliver and KEVENT_SCAN_STEPS entries looked at. What
+ * this call delivered already goes straight to s->requeue. Returns the
+ * batch (through k->hand_next) and sets *@n to its length and *@full when
+ * it stopped at KEVENT_SCAN_STEPS. Context: q->lock held.
  */
-static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
+static struct kevent *kevent_take(struct kevent_queue *q,
+				  struct kevent_sink *s, struct list_head *rest,
+				  unsigned int room, unsigned int *n, bool *full)
 {
-	struct kevent *again = NULL;
-	unsigned int steps = 0;
-	LIST_HEAD(batch);
-	int err = 0;
+	struct kevent *hand = NULL, **tail = &hand, *k;
+	unsigned int steps;
 
-	/* What earlier scans of this call delivered, for kevent_delivered(). */
-	if (s->nsorted < s->nseen) {
-		sort(s->seen, s->nseen, sizeof(*s->seen), kevent_ptr_cmp, NULL);
-		s->nsorted = s->nseen;
-	}
-	spin_lock_irq(&q->lock);
-	list_splice_init(&q->ready, &batch);
-	for (;;) {
-		struct kevent_snap snap;
-		struct kevent *k;
-		bool requeue;
-
-		/*
-		 * The level kevent delivered last: ready again at the next
-		 * wait, unless a source queued it again meanwhile.
-		 */
-		if (again && list_empty(&again->link))
-			list_add_tail(&again->link, &s->requeue);
-		again = NULL;
-		if (!kevent_sink_room(q, s))
-			break;
-		k = list_first_entry_or_null(&batch, struct kevent, link);
+	*n = 0;
+	for (steps = 0; *n < room && steps < KEVENT_SCAN_STEPS; steps++) {
+		k = list_first_entry_or_null(rest, struct kevent, link);
 		if (!k)
 			break;
-		kevent_dequeue(k);
 		if (kevent_delivered(s, k)) {
-			/* Delivered by this call already: the next one. */
+			/* Delivered by this call already: stays counted. */
+			list_move_tail(&k->link, &s->requeue);
 			kevent_stamp(q, k, s->call);
-			list_add_tail(&k->link, &s->requeue);
-			/*
-			 * Interrupts back on now and then: the batch is this
-			 * call's, only merged into by producers.
-			 */
-			if (!(++steps % KEVENT_SCAN_STEPS)) {
-				spin_unlock_irq(&q->lock);
-				cond_resched();
-				spin_lock_irq(&q->lock);
-			}
+			s->nrequeue++;
 			continue;
 		}
-		snap.pending = k->pending;
-		snap.bits = k->bits;
-		snap.marked = k->marked;
+		/* On a copy of q->ready, so counted. */
+		kevent_uncount(q, k);
+		k->hand.pending = k->pending;
+		k->hand.bits = k->bits;
+		k->hand.marked = k->marked;
 		k->pending = 0;
 		k->bits = 0;
 		k->marked = false;
-		q->nbusy++;
+		*tail = k;
+		tail = &k->hand_next;
+		(*n)++;
+	}
+	*tail = NULL;
+	*full = steps == KEVENT_SCAN_STEPS;
+	return hand;
+}
+
+/*
+ * Delivers what is queued, oldest first, while the sink has room, a batch
+ * at a time (kevent_take()): q->lock, held when it is called and when it
+ * returns, is dropped only while a batch is delivered (->report() and the
+ * copy may sleep), so a call that delivers one batch holds it twice. A
+ * kevent in hand cannot go away meanwhile: only a holder of q->mtx
+ * unregisters; a producer finds it off every list and queues it again
+ * (q->nbusy keeps an asynchronous ring's producers out, P40).
+ */
+static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
+	__must_hold(&q->lock)
+{
+	LIST_HEAD(rest);
+	int err = 0;
+
+	lockdep_assert_held(&q->lock);
+	list_splice_init(&q->ready, &rest);
+	for (;;) {
+		struct kevent *hand, *kept = NULL, **tail = &kept, *k, *next;
+		unsigned int n;
+		bool full;
+
+		hand = kevent_take(q, s, &rest, kevent_sink_room(q, s), &n,
+				   &full);
+		if (!hand && !full)
+			break;
+		q->nbusy += n;
 		spin_unlock_irq(&q->lock);
 
-		/* At most one delivery per registered kevent: long, not forever. */
-		if (!(++steps % KEVENT_SCAN_STEPS))
+		/* Up to one delivery per registered kevent: long, not forever. */
+		if (full)
 			cond_resched();
-		requeue = false;
-		err = kevent_deliver_one(q, k, &snap, s, &requeue);
+		for (k = hand; k; k = next) {
+			next = k->hand_next;
+			err = kevent_deliver_one(q, k, s);
+			if (err < 0)
+				break;
+			if (err == 2) {
+				*tail = k;
+				tail = &k->hand_next;
+			}
+		}
+		/* k: the one that failed and those after it, still chained. */
+		*tail = NULL;
+
 		spin_lock_irq(&q->lock);
-		q->nbusy--;
+		q->nbusy -= n;
+		for (next = kept; next; next = next->hand_next) {
+			/* A producer may have queued it again meanwhile. */
+			kevent_stamp(q, next, s->call);
+			s->fresh++;
+			if (s->remember) {
+				next->seen_next = s->chain;
+				s->chain = next;
+				s->nchain++;
+			}
+			/*
+			 * A level kevent: ready again at the next wait (D7),
+			 * unless a source queued it again meanwhile.
+			 */
+			if (!next->ops->occurrence && !kevent_is_edge(next) &&
+			    list_empty(&next->link)) {
+				list_add_tail(&next->link, &s->requeue);
+				kevent_count(q, next);
+				s->nrequeue++;
+			}
+		}
 		if (err < 0) {
-			kevent_restore(q, k, &snap, &batch);
+			LIST_HEAD(back);
+
+			for (; k; k = k->hand_next)
+				kevent_restore(q, k, &back);
+			list_splice(&back, &rest);
 			if (err == -ENOSPC)
 				err = 0;
 			break;
 		}
-		if (err == 2) {
-			/* A producer may have queued it again meanwhile. */
-			kevent_stamp(q, k, s->call);
-			s->fresh++;
-			if (s->remember) {
-				k->seen_next = s->chain;
-				s->chain = k;
-				s->nchain++;
-			}
-		}
 		err = 0;
-		if (requeue)
-			again = k;
 	}
-	list_splice(&batch, &q->ready);
-	spin_unlock_irq(&q->lock);
+	list_splice(&rest, &q->ready);
 	return err;
 }
 
 /*
  * The level kevents this call delivered (and those it skipped as delivered
- * already) go back on q->ready; returns how many. Context: q->lock held.
+ * already), counted as they were put aside, go back on q->ready; returns
+ * how many. Context: q->lock held.
  */
 static unsigned int kevent_requeue(struct kevent_queue *q,
 				   struct kevent_sink *s)
 {
-	unsigned int n = 0;
-	struct kevent *k;
+	unsigned int n = s->nrequeue;
 
 	lockdep_assert_held(&q->lock);
-	list_for_each_entry(k, &s->requeue, link) {
-		kevent_count(q, k);
-		n++;
-	}
 	list_splice_tail_init(&s->requeue, &q->ready);
+	s->nrequeue = 0;
 	return n;
 }
 
-/* The end of a call: level kevents back, the ring published, wake-ups. */
+/*
+ * The end of a call: level kevents back, the ring published, wake-ups.
+ * Called with q->lock held (the last scan's), which it releases.
+ */
 static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s,
 			  struct kevent_waiter *w)
+	__releases(&q->lock)
 {
 	unsigned int n;
 
-	spin_lock_irq(&q->lock);
+	lockdep_assert_held(&q->lock);
 	n = kevent_requeue(q, s);
 	list_del_init(&w->hold);
 	q->wake_pending = false;
@@ -1103,8 +1182,9 @@ static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
 		/*
 		 * Its stamp is on what it delivered since it took q->mtx (it
 		 * never slept yet): the chain, when the call remembers; else it
-		 * delivered nothing (min_nr 1). Those a producer queued again
-		 * are counted: its own until kevent_own() keeps it.
+		 * delivered nothing (min_nr 1). Those counted (on s->requeue,
+		 * or queued again by a producer) are its own until
+		 * kevent_own() keeps it.
 		 */
 		w->own = 0;
 		for (k = s->chain; k; k = k->seen_next)
@@ -1202,7 +1282,9 @@ static int kevent_get_deadline(const struct __kernel_timespec __user *uts,
 			       unsigned int flags, bool nonblock,
 			       struct kevent_deadline *d)
 {
-	struct timespec64 ts;
+	/* Filled by get_timespec64() before any use. */
+	struct timespec64 ts __uninitialized;
+	ktime_t rel;
 
 	if (flags & ~KEVENT_FLAGS_ABSTIME)
 		return -EINVAL;
@@ -1218,10 +1300,16 @@ static int kevent_get_deadline(const struct __kernel_timespec __user *uts,
 	} else {
 		d->clock = CLOCK_MONOTONIC;
 		d->block = !nonblock && (ts.tv_sec || ts.tv_nsec);
-		/* Only a wait that may sleep needs the clock. */
-		d->expires = d->block ?
-			     ktime_add_safe(ktime_get(),
-					    timespec64_to_ktime(ts)) : 0;
+		d->expires = 0;
+		if (!d->block)
+			return 0;
+		/*
+		 * Only a wait that may sleep needs the clock, and not one that
+		 * never times out (KTIME_MAX: any later time saturates).
+		 */
+		rel = timespec64_to_ktime(ts);
+		d->expires = rel == KTIME_MAX ? KTIME_MAX :
+			     ktime_add_safe(ktime_get(), rel);
 	}
 	return 0;
 }
@@ -1267,14 +1355,23 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		.max = max,
 		.to_ring = to_ring,
 	};
-	struct kevent_waiter w = {
-		.q = q,
-		.hold = LIST_HEAD_INIT(w.hold),
-	};
+	/*
+	 * Every field but the wait entry (kevent_sleep() sets that up) is
+	 * set here: not zeroed first, once per call.
+	 */
+	struct kevent_waiter w __uninitialized;
 	bool last = false, closed;
 	long err = 0;
 	int ret;
 
+	w.q = q;
+	w.need = 0;
+	w.wake_gen = 0;
+	w.flush_gen = 0;
+	w.call = 0;
+	w.posted = 0;
+	INIT_LIST_HEAD(&w.hold);
+	w.own = 0;
 	INIT_LIST_HEAD(&s.requeue);
 	mutex_lock(&q->mtx);
 	kevent_aring_reap(q);
@@ -1310,22 +1407,25 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 	s.call = ++q->calls;
 	w.call = s.call;
 	s.remember = want > 1 && d->block;
+	/* Held from here to the scan's end, and from each wake-up on. */
 	spin_lock_irq(&q->lock);
 	w.wake_gen = q->wake_gen;
 	w.flush_gen = q->flush_gen;
 	if (q->wake_pending)
 		d->block = false;
-	spin_unlock_irq(&q->lock);
 
 	for (;;) {
 		err = kevent_scan(q, &s);
 		if (err || last || s.n >= want || !kevent_sink_room(q, &s) ||
 		    !d->block)
 			break;
+		spin_unlock_irq(&q->lock);
 		w.need = want - s.n;
 		err = kevent_sink_keep(&s);
-		if (err)
+		if (err) {
+			spin_lock_irq(&q->lock);
 			break;
+		}
 		kevent_hold(q, &s, &w);
 		mutex_unlock(&q->mtx);
 		ret = kevent_sleep(&w, d);
@@ -1339,11 +1439,15 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		 */
 		if (w.wake_gen != q->wake_gen || w.posted != q->posted)
 			last = true;
-		spin_unlock_irq(&q->lock);
 		/* The fd was closed under this wait. */
-		if (closed && !kevent_fd_names(fd, q)) {
-			err = -EBADF;
-			break;
+		if (closed) {
+			spin_unlock_irq(&q->lock);
+			closed = !kevent_fd_names(fd, q);
+			spin_lock_irq(&q->lock);
+			if (closed) {
+				err = -EBADF;
+				break;
+			}
 		}
 		/* A timeout or a signal: one last look, never -EINTR. */
 		if (ret)
@@ -1363,7 +1467,8 @@ long kevent_collect(struct kevent_queue *q, int fd, unsigned int want,
 		    bool to_ring, const struct __kernel_timespec __user *uts,
 		    unsigned int flags, bool nonblock)
 {
-	struct kevent_deadline d;
+	/* Set whole by kevent_get_deadline() before any use. */
+	struct kevent_deadline d __uninitialized;
 	int err = kevent_get_deadline(uts, flags, nonblock, &d);
 
 	if (err)
@@ -1375,7 +1480,8 @@ long kevent_wait_ring(struct kevent_queue *q, int fd, unsigned int num,
 		      u32 old_uidx, const struct __kernel_timespec __user *uts,
 		      unsigned int flags, bool nonblock)
 {
-	struct kevent_deadline d;
+	/* Set whole by kevent_get_deadline() before any use. */
+	struct kevent_deadline d __uninitialized;
 	int err = kevent_get_deadline(uts, flags, nonblock, &d);
 
 	if (err)
