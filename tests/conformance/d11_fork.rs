@@ -85,6 +85,8 @@ isolated_test! {
         let tids: Vec<_> = (0..2).map(|_| rx.recv().unwrap()).collect();
         until_asleep(&tids);
         let fd = q.fd;
+        // The child holds copies of our fds until it exits (`forks`).
+        let forking = forks::forking();
         // SAFETY: the child only makes the calls of `in_child` (no locks the waiter threads
         // could hold: the engine takes its own atfork locks) and leaves with `_exit`.
         let pid = unsafe { libc::fork() };
@@ -100,6 +102,7 @@ isolated_test! {
             let r = unsafe { libc::waitpid(pid, &mut status, 0) };
             (r, status)
         });
+        drop(forking);
         assert_eq!(waited.0, pid);
         let status = waited.1;
         assert!(libc::WIFEXITED(status), "child status {status:#x}");

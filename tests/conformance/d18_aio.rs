@@ -499,6 +499,8 @@ isolated_test! {
         let f = file_with("d18_fork", &data);
         let (a, peer) = socketpair();
         let (qfd, sock, pfd, file) = (q.fd, a.as_raw_fd(), peer.as_raw_fd(), f.fd.as_raw_fd());
+        // The child holds copies of our fds until it exits (`forks`).
+        let forking = forks::forking();
         // SAFETY: the child makes only the calls of `aio_in_child` and leaves with `_exit`.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork");
@@ -513,6 +515,7 @@ isolated_test! {
             let r = unsafe { libc::waitpid(pid, &mut status, 0) };
             (r, status)
         });
+        drop(forking);
         assert_eq!(waited.0, pid);
         assert!(libc::WIFEXITED(waited.1), "child status {:#x}", waited.1);
         assert_eq!(libc::WEXITSTATUS(waited.1), 0, "failed child checks (bitmask)");

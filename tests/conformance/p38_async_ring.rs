@@ -469,6 +469,8 @@ isolated_test! {
         add_users(&q, [1, 2]);
         q.ready_ids(&[1]);
         let fd = q.fd;
+        // The child holds copies of our fds until it exits (`forks`).
+        let forking = forks::forking();
         // SAFETY: the child makes only the calls below and leaves with `_exit`.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork");
@@ -496,6 +498,7 @@ isolated_test! {
             let r = unsafe { libc::waitpid(pid, &mut status, 0) };
             (r, status)
         });
+        drop(forking);
         assert_eq!(waited.0, pid);
         assert!(libc::WIFEXITED(waited.1), "child status {:#x}", waited.1);
         assert_eq!(libc::WEXITSTATUS(waited.1), 0, "failed child checks (bitmask)");

@@ -19,7 +19,7 @@ mod x86_64 {
 
     use kevent_sys::detect::{Detector, Selection};
     use kevent_sys::syscall::SyscallTable;
-    use kevent_test_support::{seccomp, test_path};
+    use kevent_test_support::{forks, seccomp, test_path};
 
     /// Set in a child: the name of the test whose child role it plays.
     const CHILD_ENV: &str = "KEVENT_TEST_SECCOMP_CHILD";
@@ -86,12 +86,13 @@ mod x86_64 {
 
     /// Parent side: runs this binary's test `test` as a child with sysfs root `root`.
     fn run_child(test: &str, root: &Path) -> Child {
-        let out: Output = Command::new(std::env::current_exe().expect("current_exe"))
-            .args(["--exact", test, "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, test)
-            .env(ROOT_ENV, root)
-            .output()
-            .expect("spawn the test binary as a child");
+        let out: Output = forks::output(
+            Command::new(std::env::current_exe().expect("current_exe"))
+                .args(["--exact", test, "--nocapture", "--test-threads=1"])
+                .env(CHILD_ENV, test)
+                .env(ROOT_ENV, root),
+        )
+        .expect("spawn the test binary as a child");
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         if let Some(sig) = out.status.signal() {

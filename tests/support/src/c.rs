@@ -46,7 +46,7 @@ fn ensure_c_library(profile: &Path) {
     if profile.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }
-    let status = cmd.status().expect("run cargo build for the C library");
+    let status = crate::forks::status(&mut cmd).expect("run cargo build for the C library");
     assert!(status.success(), "cargo build -p kevent-c --lib failed");
 }
 
@@ -141,8 +141,7 @@ pub fn compiler(lang: Lang) -> Command {
 
 /// Runs `cmd`, which must succeed (`what` names it in messages); returns its output.
 pub fn run_checked(mut cmd: Command, what: &str) -> String {
-    let out = cmd
-        .output()
+    let out = crate::forks::output(&mut cmd)
         .unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
     let text = format!(
         "{}{}",
@@ -194,12 +193,11 @@ pub fn build(src: &Path, name: &str, lang: Lang, link: Link) -> PathBuf {
 /// `target/<profile>` on `LD_LIBRARY_PATH` for tests, which would win over the programs' own
 /// rpath: they must find libkevent.so.1 the way users' programs do.
 pub fn run_output(mut cmd: Command) -> (Option<std::process::ExitStatus>, String) {
-    let mut child = cmd
-        .env_remove("LD_LIBRARY_PATH")
+    cmd.env_remove("LD_LIBRARY_PATH")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+        .stderr(Stdio::piped());
+    let mut child =
+        crate::forks::spawn(&mut cmd).unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     // Drain both pipes while the program runs (a full pipe would stall it).
     let mut out_pipe = child.stdout.take().expect("stdout");
     let mut err_pipe = child.stderr.take().expect("stderr");
@@ -266,9 +264,7 @@ pub const EXAMPLES: [&str; 6] = [
 /// Whether a C++ compiler is there. A missing one skips the C++ builds with a message, and
 /// fails them under `KEVENT_REQUIRE_ALL=1` (as every tool-dependent test of the project).
 pub fn have_cxx() -> bool {
-    let found = compiler(Lang::Cxx17)
-        .arg("--version")
-        .output()
+    let found = crate::forks::output(compiler(Lang::Cxx17).arg("--version"))
         .is_ok_and(|o| o.status.success());
     if !found {
         let msg = "no C++ compiler (install g++): the C++ builds of the header are skipped";

@@ -26,6 +26,7 @@
 pub mod c;
 pub mod differential;
 mod fd;
+pub mod forks;
 mod queue;
 mod rng;
 mod runner;

@@ -184,7 +184,7 @@ pub fn run_child(name: &str, backend: &str, env: &[(&str, &str)], limit: Duratio
     for (k, v) in env {
         c.env(k, v);
     }
-    let mut child = c.spawn().expect("spawn child");
+    let mut child = crate::forks::spawn(&mut c).expect("spawn child");
     // Read the pipes on threads so a chatty child cannot block on a full pipe.
     let mut so = child.stdout.take().expect("stdout");
     let mut se = child.stderr.take().expect("stderr");

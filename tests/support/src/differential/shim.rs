@@ -24,7 +24,7 @@ pub fn shim() -> Result<PathBuf, String> {
     if profile.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }
-    let status = cmd.status().map_err(|e| format!("cargo build: {e}"))?;
+    let status = crate::forks::status(&mut cmd).map_err(|e| format!("cargo build: {e}"))?;
     if !status.success() {
         return Err("cargo build -p kevent-epoll-preload failed".into());
     }

@@ -1399,6 +1399,8 @@ impl Twins {
 /// Runs `ops` on fresh twin worlds of backends `a` and `b`; `Err((index, why))` at the
 /// first disagreement.
 pub fn run(a: Backend, b: Backend, ops: &[Op]) -> Result<(), (usize, String)> {
+    // Every close below must be the file's last: no child of another test holds copies.
+    let _no_forks = crate::forks::no_forks();
     let mut t = Twins {
         w: [World::new(a, 0), World::new(b, 1)],
         stale: HashSet::new(),
