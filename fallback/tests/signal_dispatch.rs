@@ -559,6 +559,83 @@ fn s5_signal_unwatch_keeps_a_later_program_handler() {
     println!("CHILD-OK");
 }
 
+/// The handler a program installed after the engine's: counts its runs and, as
+/// signal-hook's does, calls the disposition it replaced ([`CHAIN_PREV`]). With
+/// [`CHAIN_HOLD`] set it first waits, inside the handler, until the test clears it.
+extern "C" fn chaining_handler(signo: c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    CHAIN_RUNS.fetch_add(1, SeqCst);
+    while CHAIN_HOLD.load(SeqCst) {
+        CHAIN_HELD.store(true, SeqCst);
+        std::hint::spin_loop();
+    }
+    let prev = CHAIN_PREV.load(SeqCst);
+    if prev != libc::SIG_DFL && prev != libc::SIG_IGN {
+        // SAFETY: `prev` is the `SA_SIGINFO` handler this one replaced (the engine's entry
+        // point), called with the kernel's own arguments.
+        let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute::<usize, _>(prev) };
+        f(signo, info, ctx);
+    }
+}
+static CHAIN_RUNS: AtomicU32 = AtomicU32::new(0);
+static CHAIN_HOLD: AtomicBool = AtomicBool::new(false);
+static CHAIN_HELD: AtomicBool = AtomicBool::new(false);
+static CHAIN_PREV: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Decision P34, its race: a program handler installed after the engine's, which chains to
+/// the engine, is running (entered by the kernel) when the engine takes the signal back. Its
+/// call into the engine comes after the engine saved that very handler as what it delivers
+/// to; with one entry point the engine ran it a second time for the same delivery. With two
+/// (the take-back installs the other one), the entry it calls still delivers to what it
+/// replaced: the handler runs once, the delivery is counted once, and the chain reaches the
+/// handler the engine had saved first.
+#[test]
+fn p34_take_back_while_a_chaining_handler_runs_runs_it_once() {
+    const NAME: &str = "p34_take_back_while_a_chaining_handler_runs_runs_it_once";
+    if !is_child(NAME) {
+        return run_child_ok(NAME);
+    }
+    let signo = libc::SIGUSR2;
+    install(signo, plain_handler_addr(), 0, &[]);
+    watch(signo, false).unwrap();
+    let engine_entry = query(signo).sa_sigaction;
+    assert_ne!(engine_entry, plain_handler_addr());
+    CHAIN_PREV.store(engine_entry, SeqCst);
+    let chaining =
+        chaining_handler as extern "C" fn(c_int, *mut libc::siginfo_t, *mut libc::c_void) as usize;
+    install(signo, chaining, libc::SA_SIGINFO, &[]);
+    let seen = delivered(signo);
+    CHAIN_HOLD.store(true, SeqCst);
+    let t = std::thread::spawn(move || raise(signo));
+    wait_for("the chaining handler to run", || CHAIN_HELD.load(SeqCst));
+    // The take-back, while the handler runs: the first NOMASK watcher reinstalls the
+    // engine's handler (as the waits' once-a-second look does), the last one recomputes its
+    // flags.
+    watch(signo, true).unwrap();
+    unwatch(signo, true);
+    let now = query(signo).sa_sigaction;
+    assert_ne!(now, chaining, "taken back");
+    assert_ne!(now, engine_entry, "through the other entry point");
+    CHAIN_HOLD.store(false, SeqCst);
+    t.join().unwrap();
+    assert_eq!(CHAIN_RUNS.load(SeqCst), 1, "the program's handler ran once");
+    assert_eq!(delivered(signo), seen + 1, "counted once");
+    assert_eq!(
+        PLAIN_HITS.load(SeqCst),
+        1,
+        "the chain reached the first handler"
+    );
+    // From now on: the engine's entry counts and delivers to the chaining handler, whose
+    // call back is recognised.
+    raise(signo);
+    assert_eq!(CHAIN_RUNS.load(SeqCst), 2);
+    assert_eq!(delivered(signo), seen + 2);
+    // The last unwatch gives the program its handler back.
+    unwatch(signo, false);
+    assert_eq!(query(signo).sa_sigaction, chaining);
+    println!("CHILD-OK");
+}
+
 /// Spec 5 "delivered as usual" with SA_RESETHAND: the program's one-shot handler runs once,
 /// then the disposition is SIG_DFL, as the kernel would have left it.
 #[test]

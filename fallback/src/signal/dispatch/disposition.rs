@@ -42,9 +42,17 @@ pub(super) fn check_signo(signo: i32) -> Result<usize, Errno> {
     }
 }
 
-/// The address `on_signal` is installed under.
-pub(super) fn on_signal_addr() -> usize {
-    on_signal as extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) as usize
+/// The address entry point `e` (0 or 1) of `on_signal` is installed under (module
+/// documentation, "Two entry points").
+pub(super) fn entry_addr(e: usize) -> usize {
+    let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
+        if e & 1 == 0 { on_signal_0 } else { on_signal_1 };
+    f as usize
+}
+
+/// Which entry point of `on_signal` the disposition `h` is, if it is one.
+pub(super) fn entry_of(h: usize) -> Option<usize> {
+    (0..2).find(|&e| entry_addr(e) == h)
 }
 
 /// `true` for a disposition that is a function (neither `SIG_DFL` nor `SIG_IGN`).
@@ -84,63 +92,80 @@ pub(super) fn mask_set(bits: [u64; 2]) -> libc::sigset_t {
     set
 }
 
-/// Stores `act` as `slot`'s saved disposition. `on_signal` itself is never saved (that would
-/// make it chain to itself): it is saved as `SIG_DFL`.
-pub(super) fn save(slot: &Slot, act: &libc::sigaction) {
-    let h = if act.sa_sigaction == on_signal_addr() {
+/// Stores `act` as a saved disposition. `on_signal` itself is never saved (that would make
+/// it chain to itself): it is saved as `SIG_DFL`.
+pub(super) fn save(to: &Saved, act: &libc::sigaction) {
+    let h = if entry_of(act.sa_sigaction).is_some() {
         libc::SIG_DFL
     } else {
         act.sa_sigaction
     };
     let bits = mask_bits(&act.sa_mask);
-    slot.mask[0].store(bits[0], SeqCst);
-    slot.mask[1].store(bits[1], SeqCst);
-    slot.flags.store(act.sa_flags, SeqCst);
-    slot.handler.store(h, SeqCst);
+    to.mask[0].store(bits[0], SeqCst);
+    to.mask[1].store(bits[1], SeqCst);
+    to.flags.store(act.sa_flags, SeqCst);
+    to.handler.store(h, SeqCst);
 }
 
-/// `slot`'s saved disposition as a `sigaction`.
-pub(super) fn saved_action(slot: &Slot) -> libc::sigaction {
+/// A saved disposition as a `sigaction`.
+pub(super) fn saved_action(from: &Saved) -> libc::sigaction {
     let mut act = zeroed_action();
-    act.sa_sigaction = slot.handler.load(SeqCst);
-    act.sa_flags = slot.flags.load(SeqCst);
-    act.sa_mask = mask_set([slot.mask[0].load(SeqCst), slot.mask[1].load(SeqCst)]);
+    act.sa_sigaction = from.handler.load(SeqCst);
+    act.sa_flags = from.flags.load(SeqCst);
+    act.sa_mask = mask_set([from.mask[0].load(SeqCst), from.mask[1].load(SeqCst)]);
     act
 }
 
-/// The `sigaction` that installs `on_signal` for `slot` (flags and mask per "Delivered as
-/// usual" in the module documentation).
-pub(super) fn our_action(slot: &Slot) -> libc::sigaction {
-    let h = slot.handler.load(SeqCst);
-    let f = slot.flags.load(SeqCst);
+/// The `sigaction` that installs entry point `e` of `on_signal` for `slot` (flags and mask
+/// per "Delivered as usual" in the module documentation, from that entry's saved
+/// disposition).
+pub(super) fn our_action(slot: &Slot, e: usize) -> libc::sigaction {
+    let saved = &slot.saved[e & 1];
+    let h = saved.handler.load(SeqCst);
+    let f = saved.flags.load(SeqCst);
     let nomask = slot.nomask.load(SeqCst) > 0;
     let mut act = zeroed_action();
-    act.sa_sigaction = on_signal_addr();
+    act.sa_sigaction = entry_addr(e);
     act.sa_flags = libc::SA_SIGINFO;
     if is_handler(h) {
         act.sa_flags |= f & (libc::SA_ONSTACK | libc::SA_NODEFER);
         if nomask || f & libc::SA_RESTART != 0 {
             act.sa_flags |= libc::SA_RESTART;
         }
-        act.sa_mask = mask_set([slot.mask[0].load(SeqCst), slot.mask[1].load(SeqCst)]);
+        act.sa_mask = mask_set([saved.mask[0].load(SeqCst), saved.mask[1].load(SeqCst)]);
     } else {
         act.sa_flags |= libc::SA_ONSTACK | libc::SA_RESTART;
     }
     act
 }
 
-/// Installs `on_signal` for `signo` (its flags recomputed). If the disposition it replaced
-/// is neither `on_signal` nor the saved one, the program changed it behind our back: that
-/// disposition becomes the saved one and the installation is repeated (its flags and mask
-/// depend on the saved disposition).
+/// Installs `on_signal` for `signo` (its flags recomputed). Called under `LOCK`, after the
+/// first watch saved the disposition in place into the current entry's slot, or to
+/// recompute the flags, or to take the signal back (decision P34).
+///
+/// If the disposition in place is neither an entry point of `on_signal` nor the current
+/// entry's saved one, a program replaced `on_signal` (and may call the entry it replaced
+/// from its handler, at any moment, even while this runs): that disposition is saved into the
+/// *other* entry's slot and the other entry is installed, so the replaced entry keeps
+/// delivering to what it always did (module documentation, "Two entry points"). If the
+/// disposition changes again between the look and the installation, the one replaced is
+/// saved instead and the installation repeated (flags and mask depend on it).
 pub(super) fn install(signo: c_int, slot: &Slot) -> Result<(), Errno> {
+    let mut e = slot.entry.load(SeqCst) & 1;
+    let cur = sigaction(signo, None)?;
+    let h = cur.sa_sigaction;
+    if entry_of(h).is_none() && h != slot.saved[e].handler.load(SeqCst) {
+        e ^= 1;
+        save(&slot.saved[e], &cur);
+        slot.entry.store(e, SeqCst);
+    }
     for _ in 0..3 {
-        let prev = sigaction(signo, Some(&our_action(slot)))?;
+        let prev = sigaction(signo, Some(&our_action(slot, e)))?;
         let h = prev.sa_sigaction;
-        if h == on_signal_addr() || h == slot.handler.load(SeqCst) {
+        if entry_of(h).is_some() || h == slot.saved[e].handler.load(SeqCst) {
             return Ok(());
         }
-        save(slot, &prev);
+        save(&slot.saved[e], &prev);
     }
     Ok(())
 }
@@ -149,8 +174,8 @@ pub(super) fn install(signo: c_int, slot: &Slot) -> Result<(), Errno> {
 /// program replaced it: its choice stays). Async-signal-safe.
 pub(super) fn restore_if_ours(signo: c_int, slot: &Slot) {
     if let Ok(cur) = sigaction(signo, None) {
-        if cur.sa_sigaction == on_signal_addr() {
-            let _ = sigaction(signo, Some(&saved_action(slot)));
+        if let Some(e) = entry_of(cur.sa_sigaction) {
+            let _ = sigaction(signo, Some(&saved_action(&slot.saved[e])));
         }
     }
 }

@@ -18,8 +18,20 @@ pub(super) fn is_fault(signo: c_int, info: *const libc::siginfo_t) -> bool {
     fault_signal && !info.is_null() && unsafe { (*info).si_code } > 0
 }
 
-/// The process-wide handler of every watched signal (module documentation). Async-signal-safe.
-pub(super) extern "C" fn on_signal(signo: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+/// Entry point 0 of `on_signal` (module documentation, "Two entry points").
+pub(super) extern "C" fn on_signal_0(signo: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    on_signal(0, signo, info, ctx);
+}
+
+/// Entry point 1 of `on_signal`.
+pub(super) extern "C" fn on_signal_1(signo: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    on_signal(1, signo, info, ctx);
+}
+
+/// The process-wide handler of every watched signal (module documentation), entered through
+/// entry point `entry`. Async-signal-safe.
+#[inline(always)]
+fn on_signal(entry: usize, signo: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     // A fault of the library's own copy routine: an error return, invisible to everyone.
     if super::super::safecopy::fixup(signo, info, ctx) {
         return;
@@ -52,23 +64,25 @@ pub(super) extern "C" fn on_signal(signo: c_int, info: *mut libc::siginfo_t, ctx
         // Restored before running the program's handler.
         async_safe::set_errno(saved_errno);
         let outer = CHAINING.with(|c| c.replace(ctx as usize));
-        deliver_as_usual(signo, slot, info, ctx);
+        deliver_as_usual(signo, slot, entry, info, ctx);
         CHAINING.with(|c| c.set(outer));
     }
     async_safe::set_errno(saved_errno);
 }
 
-/// Does what the saved disposition of `signo` says (module documentation, "Delivered as
-/// usual"). Async-signal-safe as long as the program's handler is.
+/// Does what the saved disposition of entry point `entry` says (module documentation,
+/// "Delivered as usual"). Async-signal-safe as long as the program's handler is.
 pub(super) fn deliver_as_usual(
     signo: c_int,
     slot: &Slot,
+    entry: usize,
     info: *mut libc::siginfo_t,
     ctx: *mut c_void,
 ) {
+    let saved = &slot.saved[entry & 1];
     loop {
-        let h = slot.handler.load(SeqCst);
-        let flags = slot.flags.load(SeqCst);
+        let h = saved.handler.load(SeqCst);
+        let flags = saved.flags.load(SeqCst);
         if !is_handler(h) && is_fault(signo, info) {
             // A real fault under SIG_DFL (or SIG_IGN, which the kernel does not honour for a
             // fault): put SIG_DFL back and return, so that the faulting instruction runs again
@@ -81,18 +95,18 @@ pub(super) fn deliver_as_usual(
             return;
         }
         if h == libc::SIG_DFL {
-            if sigaction(signo, None).is_ok_and(|cur| cur.sa_sigaction != on_signal_addr()) {
-                // Not the installed handler: one that replaced `on_signal` called it (a
+            if sigaction(signo, None).is_ok_and(|cur| cur.sa_sigaction != entry_addr(entry)) {
+                // Not the installed handler: one that replaced this entry point called it (a
                 // handler that chains to the one it replaced, as signal-hook's does) and has
                 // handled the signal; the default action is what that handler replaced
                 // (decision P34).
                 return;
             }
-            default_action_now(signo, slot);
+            default_action_now(signo, slot, entry);
             return;
         }
         if flags & libc::SA_RESETHAND != 0
-            && slot
+            && saved
                 .handler
                 .compare_exchange(h, libc::SIG_DFL, SeqCst, SeqCst)
                 .is_err()
@@ -116,8 +130,9 @@ pub(super) fn deliver_as_usual(
     }
 }
 
-/// Performs `SIG_DFL` for `signo` from inside `on_signal`. Async-signal-safe.
-pub(super) fn default_action_now(signo: c_int, slot: &Slot) {
+/// Performs `SIG_DFL` for `signo` from inside `on_signal` (entered through `entry`).
+/// Async-signal-safe.
+pub(super) fn default_action_now(signo: c_int, slot: &Slot, entry: usize) {
     if default_action(signo) == DefaultAction::Ignore {
         return;
     }
@@ -129,6 +144,6 @@ pub(super) fn default_action_now(signo: c_int, slot: &Slot) {
     async_safe::raise(signo);
     // Still alive: continued after a stop, or the kernel discarded the signal.
     if slot.watchers.load(SeqCst) > 0 {
-        let _ = sigaction(signo, Some(&our_action(slot)));
+        let _ = sigaction(signo, Some(&our_action(slot, entry)));
     }
 }

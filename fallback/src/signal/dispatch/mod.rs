@@ -84,6 +84,21 @@
 //! have done. `SA_RESTORER` is the C library's business (it supplies its own on every
 //! `sigaction`).
 //!
+//! # Two entry points
+//!
+//! `on_signal` is installed under two addresses, `on_signal_0` and `on_signal_1`, each with
+//! its own saved disposition; the slot records which one the engine installed last. A
+//! program (or `tokio::signal`, `ctrlc`, `signal-hook`) may replace the engine's handler and
+//! chain to it; when the engine takes the signal back (decision P34) it saves the program's
+//! disposition into the *other* entry's slot and installs that entry. A chaining handler
+//! entered by the kernel before the take-back, still running, then calls the entry it
+//! replaced, whose saved disposition is still what that entry always delivered to: the
+//! delivery is counted once, the program's handler is not run a second time, and the chain
+//! goes on to the disposition saved before. The new slot is written before the new entry is
+//! installed, so no delivery acts on a half-made record either. Only if the program changes
+//! the disposition again between the engine's look and its `sigaction` is the record made
+//! from the one `sigaction` replaced, after the installation (the program racing itself).
+//!
 //! A kernel-generated fault (`SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE` with `si_code > 0`) is
 //! never swallowed even with NOMASK: returning would re-execute the faulting instruction
 //! forever. It is counted and then delivered as usual.
@@ -147,12 +162,13 @@
 //!   replaces `on_signal`: deliveries are no longer counted and NOMASK no longer holds
 //!   until `reclaim_if_due` (called by the waits, at most once a second; decision P34) or
 //!   the next NOMASK transition (first NOMASK watcher added, or last removed) reinstalls
-//!   `on_signal` and adopts the program's new disposition as the saved one; the last
-//!   [`unwatch`] leaves the program's disposition in place. A replacing handler that calls
-//!   the one it replaced (signal-hook's) reaches `on_signal` with the delivery's context:
-//!   as the installed handler's callee it counts and never takes a default action; as
-//!   `on_signal`'s own callee (after the reclaim) it is recognised (`CHAINING`) and not
-//!   counted again.
+//!   `on_signal` through its other entry point and adopts the program's new disposition as
+//!   that entry's saved one ("Two entry points"); the last [`unwatch`] leaves the program's
+//!   disposition in place. A replacing handler that calls the one it replaced
+//!   (signal-hook's) reaches `on_signal` with the delivery's context: as the installed
+//!   handler's callee it counts and never takes a default action; as `on_signal`'s own
+//!   callee (after the reclaim) it is recognised (`CHAINING`) and not counted again, and the
+//!   chain ends there (the disposition saved before the program's is not run).
 //! * Deliveries are seen, not generations: a signal blocked in every thread stays pending
 //!   and is reported when a thread unblocks it; a program that takes it with `sigwaitinfo` or
 //!   its own signalfd consumes it unseen (and NOMASK cannot hide it). Standard signals that
@@ -229,12 +245,31 @@ struct Slot {
     watchers: AtomicU32,
     /// Deliveries `on_signal` saw, since the process started (monotonic).
     delivered: AtomicU64,
-    /// Saved `sa_sigaction` / `sa_handler` (or `SIG_DFL`, `SIG_IGN`).
+    /// The entry point (0 or 1, see "Two entry points") the engine installed last: the one
+    /// a delivery from the kernel enters while the engine's disposition is in place.
+    entry: AtomicUsize,
+    /// The saved disposition of each entry point: what it delivers "as usual" to.
+    saved: [Saved; 2],
+}
+
+/// A saved disposition, as atomics a handler can read.
+struct Saved {
+    /// `sa_sigaction` / `sa_handler` (or `SIG_DFL`, `SIG_IGN`).
     handler: AtomicUsize,
-    /// Saved `sa_flags`.
+    /// `sa_flags`.
     flags: AtomicI32,
-    /// Saved `sa_mask`: bit `s - 1` of the 128-bit value is signal `s`.
+    /// `sa_mask`: bit `s - 1` of the 128-bit value is signal `s`.
     mask: [AtomicU64; 2],
+}
+
+impl Saved {
+    const fn new() -> Saved {
+        Saved {
+            handler: AtomicUsize::new(libc::SIG_DFL),
+            flags: AtomicI32::new(0),
+            mask: [AtomicU64::new(0), AtomicU64::new(0)],
+        }
+    }
 }
 
 impl Slot {
@@ -245,10 +280,14 @@ impl Slot {
             held: AtomicBool::new(false),
             watchers: AtomicU32::new(0),
             delivered: AtomicU64::new(0),
-            handler: AtomicUsize::new(libc::SIG_DFL),
-            flags: AtomicI32::new(0),
-            mask: [AtomicU64::new(0), AtomicU64::new(0)],
+            entry: AtomicUsize::new(0),
+            saved: [Saved::new(), Saved::new()],
         }
+    }
+
+    /// The saved disposition of the entry point installed last.
+    fn current(&self) -> &Saved {
+        &self.saved[self.entry.load(SeqCst) & 1]
     }
 }
 
@@ -431,9 +470,10 @@ mod tests {
 
     fn slot_with(handler: usize, flags: c_int, nomask: u32) -> Slot {
         let slot = Slot::new();
-        slot.handler.store(handler, SeqCst);
-        slot.flags.store(flags, SeqCst);
-        slot.mask[0].store(1 << (libc::SIGUSR2 - 1), SeqCst);
+        let saved = &slot.saved[1];
+        saved.handler.store(handler, SeqCst);
+        saved.flags.store(flags, SeqCst);
+        saved.mask[0].store(1 << (libc::SIGUSR2 - 1), SeqCst);
         slot.nomask.store(nomask, SeqCst);
         slot
     }
@@ -445,21 +485,21 @@ mod tests {
         let h = program_handler as extern "C" fn(c_int) as usize;
         // A program handler without SA_RESTART keeps seeing EINTR; its mask and stack choice
         // are kept; SA_RESETHAND is never passed on (it is emulated).
-        let a = our_action(&slot_with(h, libc::SA_NODEFER | libc::SA_RESETHAND, 0));
-        assert_eq!(a.sa_sigaction, on_signal_addr());
+        let a = our_action(&slot_with(h, libc::SA_NODEFER | libc::SA_RESETHAND, 0), 1);
+        assert_eq!(a.sa_sigaction, entry_addr(1));
         assert_eq!(a.sa_flags, libc::SA_SIGINFO | libc::SA_NODEFER);
         assert_eq!(mask_bits(&a.sa_mask)[0], 1 << (libc::SIGUSR2 - 1));
-        let a = our_action(&slot_with(h, libc::SA_RESTART | libc::SA_ONSTACK, 0));
+        let a = our_action(&slot_with(h, libc::SA_RESTART | libc::SA_ONSTACK, 0), 1);
         assert_eq!(
             a.sa_flags,
             libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK
         );
         // With a NOMASK watcher the signal is invisible: always restart.
-        let a = our_action(&slot_with(h, 0, 1));
+        let a = our_action(&slot_with(h, 0, 1), 1);
         assert_eq!(a.sa_flags, libc::SA_SIGINFO | libc::SA_RESTART);
         // SIG_DFL / SIG_IGN: the brief's flags, no mask.
         for d in [libc::SIG_DFL, libc::SIG_IGN] {
-            let a = our_action(&slot_with(d, libc::SA_NODEFER, 0));
+            let a = our_action(&slot_with(d, libc::SA_NODEFER, 0), 1);
             assert_eq!(
                 a.sa_flags,
                 libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK
@@ -471,12 +511,26 @@ mod tests {
     #[test]
     fn on_signal_is_never_saved() {
         let slot = Slot::new();
-        let mut act = zeroed_action();
-        act.sa_sigaction = on_signal_addr();
-        act.sa_flags = libc::SA_SIGINFO;
-        save(&slot, &act);
-        assert_eq!(slot.handler.load(SeqCst), libc::SIG_DFL);
-        let back = saved_action(&slot);
-        assert_eq!(back.sa_sigaction, libc::SIG_DFL);
+        for e in 0..2 {
+            let mut act = zeroed_action();
+            act.sa_sigaction = entry_addr(e);
+            act.sa_flags = libc::SA_SIGINFO;
+            save(&slot.saved[e], &act);
+            assert_eq!(slot.saved[e].handler.load(SeqCst), libc::SIG_DFL);
+            let back = saved_action(&slot.saved[e]);
+            assert_eq!(back.sa_sigaction, libc::SIG_DFL);
+        }
+    }
+
+    #[test]
+    fn two_distinct_entry_points() {
+        assert_ne!(entry_addr(0), entry_addr(1));
+        assert_eq!(entry_of(entry_addr(0)), Some(0));
+        assert_eq!(entry_of(entry_addr(1)), Some(1));
+        assert_eq!(entry_of(libc::SIG_DFL), None);
+        assert_eq!(
+            entry_of(program_handler as extern "C" fn(c_int) as usize),
+            None
+        );
     }
 }

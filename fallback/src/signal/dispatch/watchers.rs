@@ -77,7 +77,7 @@ pub fn watch_for(signo: i32, nomask: bool, owner: Option<Owner>) -> Result<(), E
                 return Err(e);
             }
         };
-        save(slot, &old);
+        save(slot.current(), &old);
         slot.unowned.store(new_unowned, SeqCst);
         slot.nomask.store(new_nm, SeqCst);
         slot.watchers.store(new_total, SeqCst);
@@ -165,7 +165,7 @@ pub(crate) fn hold_faults() -> Result<(), Errno> {
         let new_total = total.checked_add(1).ok_or(Errno::EOVERFLOW)?;
         if total == 0 {
             let old = sigaction(signo, None)?;
-            save(slot, &old);
+            save(slot.current(), &old);
             slot.watchers.store(new_total, SeqCst);
             slot.held.store(true, SeqCst);
             if let Err(e) = install(signo, slot) {
@@ -187,7 +187,7 @@ pub(crate) fn hold_faults() -> Result<(), Errno> {
 pub(crate) fn faults_held() -> bool {
     [libc::SIGSEGV, libc::SIGBUS].into_iter().all(|signo| {
         SIGNALS[signo as usize].held.load(SeqCst)
-            && sigaction(signo, None).is_ok_and(|cur| cur.sa_sigaction == on_signal_addr())
+            && sigaction(signo, None).is_ok_and(|cur| entry_of(cur.sa_sigaction).is_some())
     })
 }
 
@@ -228,7 +228,7 @@ pub(crate) fn reclaim_if_due() {
             continue;
         }
         let signo = signo as c_int;
-        let replaced = sigaction(signo, None).is_ok_and(|cur| cur.sa_sigaction != on_signal_addr());
+        let replaced = sigaction(signo, None).is_ok_and(|cur| entry_of(cur.sa_sigaction).is_none());
         if replaced {
             // On failure the program's disposition stays; the next look tries again.
             let _ = install(signo, slot);
