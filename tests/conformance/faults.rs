@@ -156,7 +156,13 @@ isolated_test! {
                 let mut got_a = Vec::new();
                 let mut got_b = Vec::new();
                 let mut uidx = 0;
-                while !stop.load(Ordering::SeqCst) {
+                // After `stop`, on until both queues delivered id 2 (the last one readied), so
+                // a loaded machine cannot end the loop before the events arrive; bounded.
+                let has_2 = |v: &[ukevent]| v.iter().any(|e| e.id.as_u64() == 2);
+                let since = Instant::now();
+                while !(stop.load(Ordering::SeqCst) && has_2(&got_a) && has_2(&got_b))
+                    && since.elapsed() < Duration::from_secs(30)
+                {
                     match qa.get_events(1, 8, &ms(200), 0) {
                         Ok(v) => got_a.extend(v),
                         Err(e) => panic!("get_events during signals: {e:?}"),
@@ -193,9 +199,8 @@ isolated_test! {
         }
         qa.ready_ids(&[2]);
         qb.ready_ids(&[2]);
-        std::thread::sleep(Duration::from_millis(300));
         stop.store(true, Ordering::SeqCst);
-        let (calls, got_a, got_b) = bounded(Duration::from_secs(10), "the signalled waiter", move || waiter.join().unwrap());
+        let (calls, got_a, got_b) = bounded(Duration::from_secs(40), "the signalled waiter", move || waiter.join().unwrap());
         eprintln!("{sent} signals, {} handled, {calls} waits, no EINTR", handled());
         assert!(handled() > 0, "no signal was handled");
         let want = [Want::new(KEVENT_UNOTIFY, 1), Want::new(KEVENT_UNOTIFY, 2)];
