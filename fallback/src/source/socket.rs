@@ -29,9 +29,14 @@ pub(crate) fn epoll_events(event: u32) -> u32 {
     e
 }
 
+/// How epoll's `revents` read for a SOCKET kevent watching `event` on `fd`.
+///
+/// Inline (it runs once per delivered socket event); the error case, which reads
+/// `SO_ERROR`, stays out of line.
+#[inline]
 pub(crate) fn report(fd: RawFd, event: u32, revents: u32) -> Option<Report> {
     if revents & ERR != 0 {
-        return Some(Report::Broken(sys::socket_error(fd).unwrap_or(Errno::EIO)));
+        return Some(broken(fd));
     }
     let mut ready = 0;
     if revents & (IN | RDHUP | HUP) != 0 {
@@ -47,4 +52,11 @@ pub(crate) fn report(fd: RawFd, event: u32, revents: u32) -> Option<Report> {
     } else {
         None
     }
+}
+
+/// The report of a socket with an error pending: `BROKEN` with its `SO_ERROR` (P49).
+#[cold]
+#[inline(never)]
+fn broken(fd: RawFd) -> Report {
+    Report::Broken(sys::socket_error(fd).unwrap_or(Errno::EIO))
 }

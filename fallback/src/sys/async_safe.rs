@@ -33,7 +33,58 @@ pub(crate) fn set_errno(value: c_int) {
     unsafe { *libc::__errno_location() = value };
 }
 
-/// `epoll_ctl(2)` as a raw system call (decision P25: never libc's interposable wrapper).
+/// System call `n` with six arguments, as the kernel returns it: the result, or `-errno`
+/// (`errno` itself is not touched). On x86_64 the `syscall` instruction inline: C's
+/// `syscall(2)` is variadic, and musl's spends about 40 instructions taking its arguments
+/// apart, on every wait (issue 21). Elsewhere, C's `syscall(2)`.
+///
+/// # Safety
+///
+/// The arguments must be what system call `n` expects: every pointer among them valid for
+/// what the kernel reads or writes through it for the duration of the call.
+#[inline]
+pub(crate) unsafe fn raw_syscall6(n: libc::c_long, args: [usize; 6]) -> isize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let ret: isize;
+        // SAFETY: the x86_64 Linux system call convention: number in rax, arguments in rdi,
+        // rsi, rdx, r10, r8, r9; the kernel clobbers rcx and r11 and the flags, and touches
+        // no user stack. What the call reads or writes is the caller's promise (above).
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                inlateout("rax") n as isize => ret,
+                in("rdi") args[0],
+                in("rsi") args[1],
+                in("rdx") args[2],
+                in("r10") args[3],
+                in("r8") args[4],
+                in("r9") args[5],
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            );
+        }
+        ret
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let saved = errno();
+        let [a, b, c, d, e, f] = args;
+        // SAFETY: the caller's promise, as above.
+        let r = unsafe { libc::syscall(n, a, b, c, d, e, f) };
+        let r = if r < 0 {
+            -(errno() as isize)
+        } else {
+            r as isize
+        };
+        set_errno(saved);
+        r
+    }
+}
+
+/// `epoll_ctl(2)` as a raw system call (decision P25: never libc's interposable wrapper):
+/// 0, or `-errno` (`errno` is not touched).
 ///
 /// # Safety
 ///
@@ -45,8 +96,9 @@ pub(crate) unsafe fn raw_epoll_ctl(
     fd: RawFd,
     ev: *mut libc::epoll_event,
 ) -> c_int {
+    let args = [epfd as usize, op as usize, fd as usize, ev as usize, 0, 0];
     // SAFETY: the caller guarantees `ev`; the other arguments are integers.
-    unsafe { libc::syscall(libc::SYS_epoll_ctl, epfd, op, fd, ev) as c_int }
+    unsafe { raw_syscall6(libc::SYS_epoll_ctl, args) as c_int }
 }
 
 /// Adds one to an eventfd counter (it becomes readable). A full counter (`EAGAIN`) is

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicU8;
 
 use kevent_sys::Errno;
 
-use super::{async_safe, check, owned};
+use super::{async_safe, check_raw, owned};
 
 /// `epoll_create1(EPOLL_CLOEXEC)`: a new queue fd. The first one also probes `epoll_pwait2`
 /// (see [`epoll_wait`]).
@@ -32,7 +32,7 @@ pub(crate) fn epoll_ctl(
 ) -> Result<(), Errno> {
     let mut ev = libc::epoll_event { events, u64: token };
     // SAFETY: `ev` is a valid epoll_event on our stack for the duration of the call.
-    check(unsafe { async_safe::raw_epoll_ctl(epfd, op, fd, &mut ev) }).map(drop)
+    check_raw(unsafe { async_safe::raw_epoll_ctl(epfd, op, fd, &mut ev) } as isize).map(drop)
 }
 
 /// `epoll_pwait2` (Linux 5.11) gives waits nanosecond precision; it is optional. Unknown until
@@ -95,43 +95,44 @@ pub(crate) fn epoll_wait<'a>(
         None => (std::ptr::null(), 0),
     };
     let plain = |ms: libc::c_int| {
+        let args = [
+            epfd as usize,
+            ptr as usize,
+            max as usize,
+            ms as usize,
+            mask as usize,
+            mask_size,
+        ];
         // SAFETY: `ptr` is valid for writes of `max` epoll_events (the slice's length); the
         // sigmask is null (none: then `epoll_pwait` is the plain `epoll_wait`) or a live
         // sigset borrowed for the call (P25: a raw system call, not libc's interposable
         // wrapper).
-        unsafe {
-            libc::syscall(libc::SYS_epoll_pwait, epfd, ptr, max, ms, mask, mask_size) as libc::c_int
-        }
+        unsafe { async_safe::raw_syscall6(libc::SYS_epoll_pwait, args) }
     };
     let ret = if timeout_ns == 0 {
         plain(0)
     } else if PWAIT2.load(Relaxed) == PWAIT2_YES {
         let ts = crate::timer::ns_to_timespec(timeout_ns);
+        let args = [
+            epfd as usize,
+            ptr as usize,
+            max as usize,
+            &ts as *const libc::timespec as usize,
+            mask as usize,
+            mask_size,
+        ];
         // SAFETY: `ptr` and the sigmask as above; `ts` lives across the call.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_epoll_pwait2,
-                epfd,
-                ptr,
-                max,
-                &ts as *const libc::timespec,
-                mask,
-                mask_size,
-            )
-        } as libc::c_int;
-        if r < 0 && Errno::last() != Errno::EINTR {
+        let r = unsafe { async_safe::raw_syscall6(libc::SYS_epoll_pwait2, args) };
+        if r < 0 && r != -(libc::EINTR as isize) {
             // Real errors (EBADF, EINVAL: the queue fd) are epoll_wait's too; anything else is
             // the syscall being refused. Ask epoll_wait without blocking: if that works, the
             // failure was epoll_pwait2's own, and what it returns (possibly nothing, which
             // the waiting loop treats as an early wake-up) is this wait's result.
-            let e = Errno::last();
             let retry = plain(0);
             if retry >= 0 {
                 PWAIT2.store(PWAIT2_NO, Relaxed);
                 retry
             } else {
-                // Restores the errno epoll_pwait2 set, for `check` below.
-                e.set_last();
                 r
             }
         } else {
@@ -140,7 +141,7 @@ pub(crate) fn epoll_wait<'a>(
     } else {
         plain(timeout_ns.div_ceil(1_000_000).min(libc::c_int::MAX as u64) as libc::c_int)
     };
-    let n = check(ret)? as usize;
+    let n = check_raw(ret)?;
     // SAFETY: the kernel initialised the first `n <= max` entries.
     Ok(unsafe { std::slice::from_raw_parts(ptr, n) })
 }

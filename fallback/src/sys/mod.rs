@@ -68,6 +68,17 @@ fn check(ret: libc::c_int) -> Result<libc::c_int, Errno> {
     }
 }
 
+/// A raw system call's result ([`async_safe::raw_syscall6`]: `-errno` on failure) as a
+/// `Result`.
+#[inline]
+fn check_raw(ret: isize) -> Result<usize, Errno> {
+    if ret < 0 {
+        Err(Errno::from_raw(-ret as libc::c_int).unwrap_or(Errno::EIO))
+    } else {
+        Ok(ret as usize)
+    }
+}
+
 /// Adopts a freshly created fd.
 fn owned(fd: libc::c_int) -> Result<OwnedFd, Errno> {
     let fd = check(fd)?;

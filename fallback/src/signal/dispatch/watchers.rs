@@ -205,10 +205,19 @@ static EVER_WATCHED: AtomicBool = AtomicBool::new(false);
 /// program's disposition as the saved one it chains to: both see every delivery (a handler
 /// that chains back to the one it replaced, as signal-hook does, is recognised and not
 /// counted twice). The library's own hold of `SIGSEGV`/`SIGBUS` is never taken back.
+///
+/// Inline, so that a process that never watched a signal pays one load per wait (the
+/// look itself stays out of line).
+#[inline]
 pub(crate) fn reclaim_if_due() {
-    if !EVER_WATCHED.load(Relaxed) {
-        return;
+    if EVER_WATCHED.load(Relaxed) {
+        reclaim_now_if_due();
     }
+}
+
+/// [`reclaim_if_due`] once a signal was ever watched.
+#[inline(never)]
+fn reclaim_now_if_due() {
     let now = crate::timer::monotonic_now_ns();
     let last = RECLAIM_LAST.load(Relaxed);
     if now.saturating_sub(last) < RECLAIM_EVERY_NS
