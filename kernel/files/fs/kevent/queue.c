@@ -234,36 +234,53 @@ static void kevent_own(struct kevent_queue *q, struct kevent *k, int d)
 }
 
 /*
- * @k, just put on a ready list or batch, counts in q->nready. Inlined, as
- * kevent_stamp(): once per delivered kevent, usually with no waiter asleep.
+ * Whether a waiter asleep holds its own: only then do the three below call
+ * kevent_own(). Read once per hold of q->lock by the delivery loops (q->holders
+ * changes only under it), not once per kevent.
  */
-static __always_inline void kevent_count(struct kevent_queue *q, struct kevent *k)
+static __always_inline bool kevent_owners(const struct kevent_queue *q)
+{
+	lockdep_assert_held(&q->lock);
+	return !list_empty(&q->holders);
+}
+
+/*
+ * @k, just put on a ready list or batch, counts in q->nready; @owners is
+ * kevent_owners(). Inlined, as kevent_stamp(): once per delivered kevent,
+ * usually with no waiter asleep.
+ */
+static __always_inline void kevent_count(struct kevent_queue *q,
+					 struct kevent *k, bool owners)
 {
 	k->counted = true;
 	q->nready++;
-	if (!list_empty(&q->holders))
+	if (owners)
 		kevent_own(q, k, 1);
 }
 
 /* @k is now the call @call's: it counts toward that call's own. */
-static __always_inline void kevent_stamp(struct kevent_queue *q, struct kevent *k, u64 call)
+static __always_inline void kevent_stamp(struct kevent_queue *q,
+					 struct kevent *k, u64 call,
+					 bool owners)
 {
 	lockdep_assert_held(&q->lock);
-	if (k->counted && !list_empty(&q->holders))
+	if (owners && k->counted) {
 		kevent_own(q, k, -1);
-	k->stamp = call;
-	if (k->counted && !list_empty(&q->holders))
+		k->stamp = call;
 		kevent_own(q, k, 1);
+		return;
+	}
+	k->stamp = call;
 }
 
 /* @k, queued and counted, leaves its list and q->nready. */
 static __always_inline void kevent_uncount(struct kevent_queue *q,
-					   struct kevent *k)
+					   struct kevent *k, bool owners)
 {
 	list_del_init(&k->link);
 	k->counted = false;
 	q->nready--;
-	if (!list_empty(&q->holders))
+	if (owners)
 		kevent_own(q, k, -1);
 }
 
@@ -276,7 +293,7 @@ void kevent_dequeue(struct kevent *k)
 	if (list_empty(&k->link))
 		return;
 	if (k->counted)
-		kevent_uncount(q, k);
+		kevent_uncount(q, k, kevent_owners(q));
 	else
 		list_del_init(&k->link);
 }
@@ -380,7 +397,7 @@ bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
 	if (!list_empty(&k->link))
 		return false;
 	list_add_tail(&k->link, &q->ready);
-	kevent_count(q, k);
+	kevent_count(q, k, kevent_owners(q));
 	/* Pairs with the waiter's check under q->lock: no lost wake. */
 	if (waitqueue_active(&q->wq)) {
 		if (READ_ONCE(k->uk.req_flags) & KEVENT_REQ_WAKEUP_ALL)
@@ -903,7 +920,7 @@ static void kevent_restore(struct kevent_queue *q, struct kevent *k,
 	k->marked |= snap->marked;
 	if (list_empty(&k->link)) {
 		list_add_tail(&k->link, back);
-		kevent_count(q, k);
+		kevent_count(q, k, kevent_owners(q));
 	}
 }
 
@@ -1004,22 +1021,22 @@ static struct kevent *kevent_take(struct kevent_queue *q,
 				  unsigned int room, unsigned int *n, bool *full)
 {
 	struct kevent *hand = NULL, **tail = &hand, *k;
-	unsigned int steps;
+	bool owners = kevent_owners(q);
+	unsigned int steps, taken = 0, again = 0;
 
-	*n = 0;
-	for (steps = 0; *n < room && steps < KEVENT_SCAN_STEPS; steps++) {
-		k = list_first_entry_or_null(rest, struct kevent, link);
-		if (!k)
+	for (steps = 0; taken < room && steps < KEVENT_SCAN_STEPS; steps++) {
+		if (list_empty(rest))
 			break;
+		k = list_first_entry(rest, struct kevent, link);
 		if (kevent_delivered(s, k)) {
 			/* Delivered by this call already: stays counted. */
 			list_move_tail(&k->link, &s->requeue);
-			kevent_stamp(q, k, s->call);
-			s->nrequeue++;
+			kevent_stamp(q, k, s->call, owners);
+			again++;
 			continue;
 		}
 		/* On a copy of q->ready, so counted. */
-		kevent_uncount(q, k);
+		kevent_uncount(q, k, owners);
 		k->hand.pending = k->pending;
 		k->hand.bits = k->bits;
 		k->hand.marked = k->marked;
@@ -1028,9 +1045,11 @@ static struct kevent *kevent_take(struct kevent_queue *q,
 		k->marked = false;
 		*tail = k;
 		tail = &k->hand_next;
-		(*n)++;
+		taken++;
 	}
 	*tail = NULL;
+	s->nrequeue += again;
+	*n = taken;
 	*full = steps == KEVENT_SCAN_STEPS;
 	return hand;
 }
@@ -1054,8 +1073,8 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 	list_splice_init(&q->ready, &rest);
 	for (;;) {
 		struct kevent *hand, *kept = NULL, **tail = &kept, *k, *next;
-		unsigned int n;
-		bool full;
+		unsigned int n, nkept, nlevel;
+		bool full, owners;
 
 		hand = kevent_take(q, s, &rest, kevent_sink_room(q, s), &n,
 				   &full);
@@ -1082,14 +1101,16 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 
 		spin_lock_irq(&q->lock);
 		q->nbusy -= n;
+		owners = kevent_owners(q);
+		nkept = 0;
+		nlevel = 0;
 		for (next = kept; next; next = next->hand_next) {
 			/* A producer may have queued it again meanwhile. */
-			kevent_stamp(q, next, s->call);
-			s->fresh++;
+			kevent_stamp(q, next, s->call, owners);
+			nkept++;
 			if (s->remember) {
 				next->seen_next = s->chain;
 				s->chain = next;
-				s->nchain++;
 			}
 			/*
 			 * A level kevent: ready again at the next wait (D7),
@@ -1098,10 +1119,14 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 			if (!next->ops->occurrence && !kevent_is_edge(next) &&
 			    list_empty(&next->link)) {
 				list_add_tail(&next->link, &s->requeue);
-				kevent_count(q, next);
-				s->nrequeue++;
+				kevent_count(q, next, owners);
+				nlevel++;
 			}
 		}
+		s->fresh += nkept;
+		if (s->remember)
+			s->nchain += nkept;
+		s->nrequeue += nlevel;
 		if (err < 0) {
 			LIST_HEAD(back);
 
@@ -1350,15 +1375,13 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 				    unsigned int max, bool to_ring,
 				    u32 old_uidx, struct kevent_deadline *d)
 {
-	struct kevent_sink s = {
-		.buf = buf,
-		.max = max,
-		.to_ring = to_ring,
-	};
 	/*
-	 * Every field but the wait entry (kevent_sleep() sets that up) is
-	 * set here: not zeroed first, once per call.
+	 * The sink and the waiter are set field by field below, not zeroed
+	 * first (CONFIG_INIT_STACK_ALL_ZERO would, once per call); the
+	 * waiter's wait entry is kevent_sleep()'s. A field added to either
+	 * must be set here too.
 	 */
+	struct kevent_sink s __uninitialized;
 	struct kevent_waiter w __uninitialized;
 	bool last = false, closed;
 	long err = 0;
@@ -1372,9 +1395,25 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 	w.posted = 0;
 	INIT_LIST_HEAD(&w.hold);
 	w.own = 0;
+	s.buf = buf;
+	s.max = max;
+	s.n = 0;
+	s.to_ring = to_ring;
+	s.ring_dirty = false;
+	s.call = 0;
 	INIT_LIST_HEAD(&s.requeue);
+	s.nrequeue = 0;
+	s.fresh = 0;
+	s.remember = false;
+	s.chain = NULL;
+	s.nchain = 0;
+	s.seen = NULL;
+	s.nseen = 0;
+	s.nsorted = 0;
+	s.cap = 0;
 	mutex_lock(&q->mtx);
-	kevent_aring_reap(q);
+	if (q->aring)
+		kevent_aring_reap(q);
 	if (to_ring) {
 		err = -EINVAL;
 		if (!q->ring || max > q->ring_n)
