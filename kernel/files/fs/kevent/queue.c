@@ -42,6 +42,7 @@
 #include <linux/user_namespace.h>
 
 #include "kevent.h"
+#include "fdpoll.h"
 
 static struct kmem_cache *kevent_caches[KEVENT_NR_SLABS] __ro_after_init;
 
@@ -966,7 +967,11 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 	bool unregister;
 	u32 flags;
 
-	r = k->ops->report(k, &k->hand, data);
+	/* fd kevents, the common case: their report inlined (fdpoll.h). */
+	if (likely(k->ops == &kevent_fd_ops))
+		r = kevent_fd_report_now(k, &k->hand, data);
+	else
+		r = k->ops->report(k, &k->hand, data);
 	if (r == KEVENT_SKIP)
 		return 0;
 	flags = r == KEVENT_BROKEN ? KEVENT_RET_BROKEN : 0;
