@@ -213,6 +213,7 @@ struct kevent {
 	bool counted;
 	bool dead;
 	bool marked;
+	bool merged;			/* a producer found it queued */
 	u32 pending;
 	u32 bits;
 

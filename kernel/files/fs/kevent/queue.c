@@ -285,6 +285,15 @@ static __always_inline void kevent_uncount(struct kevent_queue *q,
 		kevent_own(q, k, -1);
 }
 
+/*
+ * A level kevent: a state, delivered again by every wait while it lasts
+ * (D7). Only fd kevents are states; KEVENT_REQ_ET makes them edges.
+ */
+static __always_inline bool kevent_level(const struct kevent *k)
+{
+	return !k->ops->occurrence && !kevent_is_edge(k);
+}
+
 /* Takes @k off whatever list it is queued on. */
 void kevent_dequeue(struct kevent *k)
 {
@@ -395,8 +404,11 @@ bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
 		     U32_MAX : k->pending + add->pending;
 	k->bits |= add->bits;
 	k->marked |= add->marked;
-	if (!list_empty(&k->link))
+	if (!list_empty(&k->link)) {
+		/* Queued, or a level kevent in a delivery's hand. */
+		k->merged = true;
 		return false;
+	}
 	list_add_tail(&k->link, &q->ready);
 	kevent_count(q, k, kevent_owners(q));
 	/* Pairs with the waiter's check under q->lock: no lost wake. */
@@ -909,8 +921,8 @@ static unsigned int kevent_sink_room(struct kevent_queue *q,
  * before it failed): back to @back, in order, with the state it had.
  * Context: q->lock held.
  */
-static void kevent_restore(struct kevent_queue *q, struct kevent *k,
-			   struct list_head *back)
+static void kevent_restore(struct kevent_queue *q, struct kevent_sink *s,
+			   struct kevent *k, struct list_head *back)
 {
 	const struct kevent_snap *snap = &k->hand;
 
@@ -919,7 +931,11 @@ static void kevent_restore(struct kevent_queue *q, struct kevent *k,
 		     U32_MAX : k->pending + snap->pending;
 	k->bits |= snap->bits;
 	k->marked |= snap->marked;
-	if (list_empty(&k->link)) {
+	if (kevent_level(k)) {
+		/* Still queued and counted on s->requeue (kevent_take()). */
+		list_move_tail(&k->link, back);
+		s->nrequeue--;
+	} else if (list_empty(&k->link)) {
 		list_add_tail(&k->link, back);
 		kevent_count(q, k, kevent_owners(q));
 	}
@@ -1005,6 +1021,9 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 	}
 	s->n++;
 	if (unregister) {
+		/* A level kevent leaves s->requeue (kevent_take()). */
+		if (kevent_level(k))
+			s->nrequeue--;
 		kevent_unregister(k);
 		return 1;
 	}
@@ -1020,6 +1039,11 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
  * this call delivered already goes straight to s->requeue. Returns the
  * batch (through k->hand_next) and sets *@n to its length and *@full when
  * it stopped at KEVENT_SCAN_STEPS. Context: q->lock held.
+ *
+ * A level kevent goes to s->requeue already, queued and counted while it
+ * is in hand: that is where its delivery leaves it (D7), so nothing moves
+ * it again unless the delivery finds nothing (kevent_scan()). Producers
+ * see it queued and only merge into it, setting k->merged.
  */
 static struct kevent *kevent_take(struct kevent_queue *q,
 				  struct kevent_sink *s, struct list_head *rest,
@@ -1040,8 +1064,14 @@ static struct kevent *kevent_take(struct kevent_queue *q,
 			again++;
 			continue;
 		}
-		/* On a copy of q->ready, so counted. */
-		kevent_uncount(q, k, owners);
+		if (kevent_level(k)) {
+			list_move_tail(&k->link, &s->requeue);
+			k->merged = false;
+			again++;
+		} else {
+			/* On a copy of q->ready, so counted. */
+			kevent_uncount(q, k, owners);
+		}
 		k->hand.pending = k->pending;
 		k->hand.bits = k->bits;
 		k->hand.marked = k->marked;
@@ -1065,8 +1095,9 @@ static struct kevent *kevent_take(struct kevent_queue *q,
  * returns, is dropped only while a batch is delivered (->report() and the
  * copy may sleep), so a call that delivers one batch holds it twice. A
  * kevent in hand cannot go away meanwhile: only a holder of q->mtx
- * unregisters; a producer finds it off every list and queues it again
- * (q->nbusy keeps an asynchronous ring's producers out, P40).
+ * unregisters; a producer finds it off every list and queues it again, or
+ * (a level kevent) queued on s->requeue and merges into it (q->nbusy keeps
+ * an asynchronous ring's producers out, P40).
  */
 static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 	__must_hold(&q->lock)
@@ -1078,7 +1109,8 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 	list_splice_init(&q->ready, &rest);
 	for (;;) {
 		struct kevent *hand, *kept = NULL, **tail = &kept, *k, *next;
-		unsigned int n, nkept, nlevel;
+		struct kevent *idle = NULL, **itail = &idle;
+		unsigned int n, nkept;
 		bool full, owners;
 
 		hand = kevent_take(q, s, &rest, kevent_sink_room(q, s), &n,
@@ -1099,44 +1131,49 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 			if (err == 2) {
 				*tail = k;
 				tail = &k->hand_next;
+			} else if (!err && kevent_level(k)) {
+				*itail = k;
+				itail = &k->hand_next;
 			}
 		}
 		/* k: the one that failed and those after it, still chained. */
 		*tail = NULL;
+		*itail = NULL;
 
 		spin_lock_irq(&q->lock);
 		q->nbusy -= n;
 		owners = kevent_owners(q);
 		nkept = 0;
-		nlevel = 0;
 		for (next = kept; next; next = next->hand_next) {
-			/* A producer may have queued it again meanwhile. */
+			/*
+			 * Queued again by a producer meanwhile, or a level
+			 * kevent on s->requeue (kevent_take()): still counted.
+			 */
 			kevent_stamp(q, next, s->call, owners);
 			nkept++;
 			if (s->remember) {
 				next->seen_next = s->chain;
 				s->chain = next;
 			}
-			/*
-			 * A level kevent: ready again at the next wait (D7),
-			 * unless a source queued it again meanwhile.
-			 */
-			if (!next->ops->occurrence && !kevent_is_edge(next) &&
-			    list_empty(&next->link)) {
-				list_add_tail(&next->link, &s->requeue);
-				kevent_count(q, next, owners);
-				nlevel++;
-			}
 		}
 		s->fresh += nkept;
 		if (s->remember)
 			s->nchain += nkept;
-		s->nrequeue += nlevel;
+		/*
+		 * A level kevent with nothing to report leaves the queue,
+		 * unless a source woke it since it was taken.
+		 */
+		for (next = idle; next; next = next->hand_next) {
+			if (next->merged)
+				continue;
+			kevent_uncount(q, next, owners);
+			s->nrequeue--;
+		}
 		if (err < 0) {
 			LIST_HEAD(back);
 
 			for (; k; k = k->hand_next)
-				kevent_restore(q, k, &back);
+				kevent_restore(q, s, k, &back);
 			list_splice(&back, &rest);
 			if (err == -ENOSPC)
 				err = 0;
