@@ -827,7 +827,8 @@ struct kevent_sink {
 	 * every kevent it delivered that stays registered: while it sleeps
 	 * another call may deliver one and stamp it with its own call. Until
 	 * it lets q->mtx go they are only chained (@chain, through
-	 * k->seen_next: no other call delivers meanwhile), and moved to @seen
+	 * k->hand_next, as their batch was: no other call delivers
+	 * meanwhile, and this one takes none of them again), and moved to @seen
 	 * just before it sleeps, so a call that returns without sleeping
 	 * allocates and references nothing. The chain also gives the call's
 	 * own when it first sleeps (kevent_hold()). @seen is sorted up to
@@ -886,7 +887,7 @@ static int kevent_sink_keep(struct kevent_sink *s)
 		s->seen = seen;
 		s->cap = cap;
 	}
-	for (k = s->chain; k; k = k->seen_next) {
+	for (k = s->chain; k; k = k->hand_next) {
 		refcount_inc(&k->ref);
 		s->seen[s->nseen++] = k;
 	}
@@ -1151,14 +1152,14 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 			 */
 			kevent_stamp(q, next, s->call, owners);
 			nkept++;
-			if (s->remember) {
-				next->seen_next = s->chain;
-				s->chain = next;
-			}
 		}
 		s->fresh += nkept;
-		if (s->remember)
+		/* The batch's chain of what it delivered joins s->chain. */
+		if (s->remember && kept) {
+			*tail = s->chain;
+			s->chain = kept;
 			s->nchain += nkept;
+		}
 		/*
 		 * A level kevent with nothing to report leaves the queue,
 		 * unless a source woke it since it was taken.
@@ -1254,7 +1255,7 @@ static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
 		 * kevent_own() keeps it.
 		 */
 		w->own = 0;
-		for (k = s->chain; k; k = k->seen_next)
+		for (k = s->chain; k; k = k->hand_next)
 			w->own += k->counted;
 		list_add(&w->hold, &q->holders);
 	}
