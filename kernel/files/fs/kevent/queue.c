@@ -1181,6 +1181,9 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 			break;
 		}
 		err = 0;
+		/* Nothing left to look at: no empty take. */
+		if (list_empty(&rest))
+			break;
 	}
 	list_splice(&rest, &q->ready);
 	return err;
@@ -1220,8 +1223,11 @@ static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s,
 	if (q->nready && waitqueue_active(&q->wq))
 		wake_up(&q->wq);
 	spin_unlock_irq(&q->lock);
-	/* A ->poll() that ran meanwhile did not see them. */
-	if (n)
+	/*
+	 * A ->poll() that ran meanwhile did not see them (the test inlined:
+	 * once per call, usually with nobody polling the queue).
+	 */
+	if (n && waitqueue_active(&q->poll_wait))
 		kevent_wake_pollers(q, 0);
 	if (s->ring_dirty)
 		kevent_ring_publish(q);
