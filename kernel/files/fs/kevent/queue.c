@@ -1044,29 +1044,33 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
  * A level kevent goes to s->requeue already, queued and counted while it
  * is in hand: that is where its delivery leaves it (D7), so nothing moves
  * it again unless the delivery finds nothing (kevent_scan()). Producers
- * see it queued and only merge into it, setting k->merged.
+ * see it queued and only merge into it, setting k->merged. Only the others
+ * leave @rest one by one; what stays is moved to s->requeue in one piece,
+ * in order.
  */
 static struct kevent *kevent_take(struct kevent_queue *q,
 				  struct kevent_sink *s, struct list_head *rest,
 				  unsigned int room, unsigned int *n, bool *full)
 {
 	struct kevent *hand = NULL, **tail = &hand, *k;
+	struct list_head *pos = rest->next, *next;
 	bool owners = kevent_owners(q);
 	unsigned int steps, taken = 0, again = 0;
+	LIST_HEAD(stay);
 
 	for (steps = 0; taken < room && steps < KEVENT_SCAN_STEPS; steps++) {
-		if (list_empty(rest))
+		if (pos == rest)
 			break;
-		k = list_first_entry(rest, struct kevent, link);
+		k = list_entry(pos, struct kevent, link);
+		next = pos->next;
+		pos = next;
 		if (kevent_delivered(s, k)) {
 			/* Delivered by this call already: stays counted. */
-			list_move_tail(&k->link, &s->requeue);
 			kevent_stamp(q, k, s->call, owners);
 			again++;
 			continue;
 		}
 		if (kevent_level(k)) {
-			list_move_tail(&k->link, &s->requeue);
 			k->merged = false;
 			again++;
 		} else {
@@ -1084,6 +1088,9 @@ static struct kevent *kevent_take(struct kevent_queue *q,
 		taken++;
 	}
 	*tail = NULL;
+	/* What stays queued, all of @rest before @pos, in one piece. */
+	list_cut_before(&stay, rest, pos);
+	list_splice_tail(&stay, &s->requeue);
 	s->nrequeue += again;
 	*n = taken;
 	*full = steps == KEVENT_SCAN_STEPS;
