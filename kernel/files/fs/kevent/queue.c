@@ -854,13 +854,20 @@ static int kevent_ptr_cmp(const void *a, const void *b)
  * Whether this call delivered @k already: it carries the call's stamp, or
  * it is one the call remembered before it slept. Context: q->lock held.
  */
+static noinline bool kevent_seen(const struct kevent_sink *s,
+				 struct kevent *k)
+{
+	return bsearch(&k, s->seen, s->nsorted, sizeof(*s->seen),
+		       kevent_ptr_cmp);
+}
+
 static __always_inline bool kevent_delivered(struct kevent_sink *s,
 					     struct kevent *k)
 {
 	if (k->stamp == s->call)
 		return true;
-	return s->nsorted && bsearch(&k, s->seen, s->nsorted,
-				     sizeof(*s->seen), kevent_ptr_cmp);
+	/* Out of line: only a call that slept has remembered any. */
+	return s->nsorted && kevent_seen(s, k);
 }
 
 /*
@@ -1192,7 +1199,8 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		if (list_empty(&rest))
 			break;
 	}
-	list_splice(&rest, &q->ready);
+	if (!list_empty(&rest))
+		list_splice(&rest, &q->ready);
 	return err;
 }
 
@@ -1224,7 +1232,9 @@ static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s,
 
 	lockdep_assert_held(&q->lock);
 	n = kevent_requeue(q, s);
-	list_del_init(&w->hold);
+	/* Only a call that slept joined q->holders. */
+	if (!list_empty(&w->hold))
+		list_del_init(&w->hold);
 	q->wake_pending = false;
 	/* Events left behind: the next waiter takes them. */
 	if (q->nready && waitqueue_active(&q->wq))
