@@ -44,6 +44,7 @@
 
 #include <linux/kevent.h>
 #include "kevent.h"
+#include "fdpoll.h"
 
 /* One wait queue entry of a kevent on one of its file's wait queue heads. */
 struct kevent_pwq {
@@ -71,8 +72,6 @@ static DEFINE_MUTEX(kevent_nest_mutex);
 				 KEVENT_POLL_POLLWRNORM | \
 				 KEVENT_POLL_POLLWRBAND | KEVENT_POLL_POLLMSG | \
 				 KEVENT_POLL_POLLRDHUP)
-#define KEVENT_POLL_ALWAYS	(KEVENT_POLL_POLLERR | KEVENT_POLL_POLLHUP | \
-				 KEVENT_POLL_POLLNVAL)
 
 /* The EPOLL* bits that matter to a kevent; errors and hang-ups always. */
 static __poll_t kevent_fd_mask(u32 type, u32 event)
@@ -99,7 +98,8 @@ static __poll_t kevent_fd_mask(u32 type, u32 event)
 	return mask;
 }
 
-static int kevent_sock_error(struct kevent *k)
+/* A socket's pending error as -errno, for kevent_fd_classify(). */
+int kevent_fd_sock_error(struct kevent *k)
 {
 	/* Without CONFIG_NET there are no sockets (and no sock_from_file()). */
 	struct socket *sock = IS_ENABLED(CONFIG_NET) ?
@@ -107,91 +107,6 @@ static int kevent_sock_error(struct kevent *k)
 	int err = sock && sock->sk ? READ_ONCE(sock->sk->sk_err) : 0;
 
 	return err ? -err : -EIO;
-}
-
-/*
- * What @rev (already masked) means for this kevent (spec section 5).
- * Inlined: once per delivered fd kevent.
- */
-static __always_inline enum kevent_report
-kevent_fd_classify(struct kevent *k, __poll_t rev, u32 data[2])
-{
-	u32 event = k->uk.event, ready = 0;
-
-	switch (k->uk.type) {
-	case KEVENT_SOCKET:
-		if (rev & EPOLLERR) {
-			data[1] = (u32)kevent_sock_error(k);
-			return KEVENT_BROKEN;
-		}
-		if (rev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))
-			ready |= event & (KEVENT_SOCKET_RECV |
-					  KEVENT_SOCKET_ACCEPT);
-		if (rev & EPOLLOUT)
-			ready |= event & KEVENT_SOCKET_SEND;
-		if (!ready && (rev & EPOLLHUP)) {
-			data[1] = (u32)-EPIPE;
-			return KEVENT_BROKEN;
-		}
-		break;
-	case KEVENT_PIPE:
-		if (rev & EPOLLIN)
-			ready |= event & KEVENT_SOCKET_RECV;
-		if (rev & EPOLLOUT)
-			ready |= event & KEVENT_SOCKET_SEND;
-		if (!ready && (rev & (EPOLLHUP | EPOLLERR))) {
-			data[1] = (u32)-EPIPE;
-			return KEVENT_BROKEN;
-		}
-		break;
-	default:
-		ready = mangle_poll(rev) & (event | KEVENT_POLL_ALWAYS);
-		break;
-	}
-	if (!ready)
-		return KEVENT_SKIP;
-	data[0] = ready;
-	return KEVENT_DELIVER;
-}
-
-/*
- * kevent_fd_poll(), kevent_fd_poll_now() and kevent_fd_current() are inlined
- * (as vfs_poll() itself): each runs once per delivered fd kevent.
- */
-static __always_inline __poll_t kevent_fd_poll(struct kevent *k,
-					       poll_table *pt, int depth)
-{
-	__poll_t rev;
-
-	if (k->fd.target)
-		rev = kevent_queue_poll(k->fd.file, pt, depth);
-	else
-		rev = vfs_poll(k->fd.file, pt);
-	return rev & READ_ONCE(k->fd.mask);
-}
-
-/* The file's readiness now, hooking nothing. */
-static __always_inline __poll_t kevent_fd_poll_now(struct kevent *k,
-						   int depth)
-{
-	/* Both fields set below: not zeroed first (once per delivery). */
-	poll_table pt __uninitialized;
-
-	init_poll_funcptr(&pt, NULL);
-	pt._key = READ_ONCE(k->fd.mask);
-	return kevent_fd_poll(k, &pt, depth);
-}
-
-/* D10: whether the registered fd still names the registered file. */
-static __always_inline bool kevent_fd_current(struct kevent *k)
-{
-	struct file *f;
-
-	rcu_read_lock();
-	f = files_lookup_fd_raw(current->files, k->fd.fd);
-	rcu_read_unlock();
-	/* Only compared: the registered file is alive (see the top). */
-	return f == k->fd.file;
 }
 
 /*
@@ -439,27 +354,12 @@ static bool kevent_fd_stale(struct kevent *k)
 	return !kevent_fd_current(k);
 }
 
-/*
- * At delivery: what the file has now, as epoll reports it (a wake-up only
- * says "look again"). A READY mark without LAST_CHECK is delivered once even
- * when the file has nothing, with ret_data[0] == 0 (decision P6).
- */
+/* The delivery loop calls kevent_fd_report_now() itself (fdpoll.h). */
 static enum kevent_report kevent_fd_report(struct kevent *k,
 					   struct kevent_snap *snap,
 					   u32 data[2])
 {
-	enum kevent_report r;
-
-	if (!kevent_fd_current(k)) {
-		data[1] = (u32)-EBADF;
-		return KEVENT_BROKEN;
-	}
-	r = kevent_fd_classify(k, kevent_fd_poll_now(k, 1), data);
-	if (r != KEVENT_SKIP || kevent_last_check(k) || !snap->marked)
-		return r;
-	data[0] = 0;
-	data[1] = 0;
-	return KEVENT_DELIVER;
+	return kevent_fd_report_now(k, snap, data);
 }
 
 const struct kevent_ops kevent_fd_ops = {

@@ -204,8 +204,11 @@ struct kevent {
 	bool registered;		/* in the tree; under q->mtx */
 	bool charged;			/* counted in max_user_kevents */
 	u64 stamp;			/* its call; q->mtx and q->lock */
-	struct kevent *seen_next;	/* delivered by q->mtx's holder (queue.c) */
-	/* in a delivery's hand (queue.c); under q->mtx */
+	/*
+	 * A delivery's (queue.c), under q->mtx: its chains, of the batch in
+	 * hand and then of what it delivered (one at a time), and the ready
+	 * state it took
+	 */
 	struct kevent *hand_next;
 	struct kevent_snap hand;
 
@@ -213,6 +216,7 @@ struct kevent {
 	bool counted;
 	bool dead;
 	bool marked;
+	bool merged;			/* a producer found it queued */
 	u32 pending;
 	u32 bits;
 

@@ -42,6 +42,7 @@
 #include <linux/user_namespace.h>
 
 #include "kevent.h"
+#include "fdpoll.h"
 
 static struct kmem_cache *kevent_caches[KEVENT_NR_SLABS] __ro_after_init;
 
@@ -234,37 +235,63 @@ static void kevent_own(struct kevent_queue *q, struct kevent *k, int d)
 }
 
 /*
- * @k, just put on a ready list or batch, counts in q->nready. Inlined, as
- * kevent_stamp(): once per delivered kevent, usually with no waiter asleep.
+ * Whether a waiter asleep holds its own: only then do the three below call
+ * kevent_own(). Read once per hold of q->lock by the delivery loops (q->holders
+ * changes only under it), not once per kevent.
  */
-static __always_inline void kevent_count(struct kevent_queue *q, struct kevent *k)
+static __always_inline bool kevent_owners(const struct kevent_queue *q)
+{
+	lockdep_assert_held(&q->lock);
+	return !list_empty(&q->holders);
+}
+
+/*
+ * @k, just put on a ready list or batch, counts in q->nready; @owners is
+ * kevent_owners(). Inlined, as kevent_stamp(): once per delivered kevent,
+ * usually with no waiter asleep.
+ */
+static __always_inline void kevent_count(struct kevent_queue *q,
+					 struct kevent *k, bool owners)
 {
 	k->counted = true;
 	q->nready++;
-	if (!list_empty(&q->holders))
+	if (owners)
 		kevent_own(q, k, 1);
 }
 
 /* @k is now the call @call's: it counts toward that call's own. */
-static __always_inline void kevent_stamp(struct kevent_queue *q, struct kevent *k, u64 call)
+static __always_inline void kevent_stamp(struct kevent_queue *q,
+					 struct kevent *k, u64 call,
+					 bool owners)
 {
 	lockdep_assert_held(&q->lock);
-	if (k->counted && !list_empty(&q->holders))
+	if (owners && k->counted) {
 		kevent_own(q, k, -1);
-	k->stamp = call;
-	if (k->counted && !list_empty(&q->holders))
+		k->stamp = call;
 		kevent_own(q, k, 1);
+		return;
+	}
+	k->stamp = call;
 }
 
 /* @k, queued and counted, leaves its list and q->nready. */
 static __always_inline void kevent_uncount(struct kevent_queue *q,
-					   struct kevent *k)
+					   struct kevent *k, bool owners)
 {
 	list_del_init(&k->link);
 	k->counted = false;
 	q->nready--;
-	if (!list_empty(&q->holders))
+	if (owners)
 		kevent_own(q, k, -1);
+}
+
+/*
+ * A level kevent: a state, delivered again by every wait while it lasts
+ * (D7). Only fd kevents are states; KEVENT_REQ_ET makes them edges.
+ */
+static __always_inline bool kevent_level(const struct kevent *k)
+{
+	return !k->ops->occurrence && !kevent_is_edge(k);
 }
 
 /* Takes @k off whatever list it is queued on. */
@@ -276,7 +303,7 @@ void kevent_dequeue(struct kevent *k)
 	if (list_empty(&k->link))
 		return;
 	if (k->counted)
-		kevent_uncount(q, k);
+		kevent_uncount(q, k, kevent_owners(q));
 	else
 		list_del_init(&k->link);
 }
@@ -377,10 +404,13 @@ bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
 		     U32_MAX : k->pending + add->pending;
 	k->bits |= add->bits;
 	k->marked |= add->marked;
-	if (!list_empty(&k->link))
+	if (!list_empty(&k->link)) {
+		/* Queued, or a level kevent in a delivery's hand. */
+		k->merged = true;
 		return false;
+	}
 	list_add_tail(&k->link, &q->ready);
-	kevent_count(q, k);
+	kevent_count(q, k, kevent_owners(q));
 	/* Pairs with the waiter's check under q->lock: no lost wake. */
 	if (waitqueue_active(&q->wq)) {
 		if (READ_ONCE(k->uk.req_flags) & KEVENT_REQ_WAKEUP_ALL)
@@ -797,7 +827,8 @@ struct kevent_sink {
 	 * every kevent it delivered that stays registered: while it sleeps
 	 * another call may deliver one and stamp it with its own call. Until
 	 * it lets q->mtx go they are only chained (@chain, through
-	 * k->seen_next: no other call delivers meanwhile), and moved to @seen
+	 * k->hand_next, as their batch was: no other call delivers
+	 * meanwhile, and this one takes none of them again), and moved to @seen
 	 * just before it sleeps, so a call that returns without sleeping
 	 * allocates and references nothing. The chain also gives the call's
 	 * own when it first sleeps (kevent_hold()). @seen is sorted up to
@@ -823,13 +854,20 @@ static int kevent_ptr_cmp(const void *a, const void *b)
  * Whether this call delivered @k already: it carries the call's stamp, or
  * it is one the call remembered before it slept. Context: q->lock held.
  */
+static noinline bool kevent_seen(const struct kevent_sink *s,
+				 struct kevent *k)
+{
+	return bsearch(&k, s->seen, s->nsorted, sizeof(*s->seen),
+		       kevent_ptr_cmp);
+}
+
 static __always_inline bool kevent_delivered(struct kevent_sink *s,
 					     struct kevent *k)
 {
 	if (k->stamp == s->call)
 		return true;
-	return s->nsorted && bsearch(&k, s->seen, s->nsorted,
-				     sizeof(*s->seen), kevent_ptr_cmp);
+	/* Out of line: only a call that slept has remembered any. */
+	return s->nsorted && kevent_seen(s, k);
 }
 
 /*
@@ -856,7 +894,7 @@ static int kevent_sink_keep(struct kevent_sink *s)
 		s->seen = seen;
 		s->cap = cap;
 	}
-	for (k = s->chain; k; k = k->seen_next) {
+	for (k = s->chain; k; k = k->hand_next) {
 		refcount_inc(&k->ref);
 		s->seen[s->nseen++] = k;
 	}
@@ -891,8 +929,8 @@ static unsigned int kevent_sink_room(struct kevent_queue *q,
  * before it failed): back to @back, in order, with the state it had.
  * Context: q->lock held.
  */
-static void kevent_restore(struct kevent_queue *q, struct kevent *k,
-			   struct list_head *back)
+static void kevent_restore(struct kevent_queue *q, struct kevent_sink *s,
+			   struct kevent *k, struct list_head *back)
 {
 	const struct kevent_snap *snap = &k->hand;
 
@@ -901,9 +939,13 @@ static void kevent_restore(struct kevent_queue *q, struct kevent *k,
 		     U32_MAX : k->pending + snap->pending;
 	k->bits |= snap->bits;
 	k->marked |= snap->marked;
-	if (list_empty(&k->link)) {
+	if (kevent_level(k)) {
+		/* Still queued and counted on s->requeue (kevent_take()). */
+		list_move_tail(&k->link, back);
+		s->nrequeue--;
+	} else if (list_empty(&k->link)) {
 		list_add_tail(&k->link, back);
-		kevent_count(q, k);
+		kevent_count(q, k, kevent_owners(q));
 	}
 }
 
@@ -949,7 +991,11 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 	bool unregister;
 	u32 flags;
 
-	r = k->ops->report(k, &k->hand, data);
+	/* fd kevents, the common case: their report inlined (fdpoll.h). */
+	if (likely(k->ops == &kevent_fd_ops))
+		r = kevent_fd_report_now(k, &k->hand, data);
+	else
+		r = k->ops->report(k, &k->hand, data);
 	if (r == KEVENT_SKIP)
 		return 0;
 	flags = r == KEVENT_BROKEN ? KEVENT_RET_BROKEN : 0;
@@ -983,6 +1029,9 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
 	}
 	s->n++;
 	if (unregister) {
+		/* A level kevent leaves s->requeue (kevent_take()). */
+		if (kevent_level(k))
+			s->nrequeue--;
 		kevent_unregister(k);
 		return 1;
 	}
@@ -998,28 +1047,43 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
  * this call delivered already goes straight to s->requeue. Returns the
  * batch (through k->hand_next) and sets *@n to its length and *@full when
  * it stopped at KEVENT_SCAN_STEPS. Context: q->lock held.
+ *
+ * A level kevent goes to s->requeue already, queued and counted while it
+ * is in hand: that is where its delivery leaves it (D7), so nothing moves
+ * it again unless the delivery finds nothing (kevent_scan()). Producers
+ * see it queued and only merge into it, setting k->merged. Only the others
+ * leave @rest one by one; what stays is moved to s->requeue in one piece,
+ * in order.
  */
 static struct kevent *kevent_take(struct kevent_queue *q,
 				  struct kevent_sink *s, struct list_head *rest,
 				  unsigned int room, unsigned int *n, bool *full)
 {
 	struct kevent *hand = NULL, **tail = &hand, *k;
-	unsigned int steps;
+	struct list_head *pos = rest->next, *next;
+	bool owners = kevent_owners(q);
+	unsigned int steps, taken = 0, again = 0;
+	LIST_HEAD(stay);
 
-	*n = 0;
-	for (steps = 0; *n < room && steps < KEVENT_SCAN_STEPS; steps++) {
-		k = list_first_entry_or_null(rest, struct kevent, link);
-		if (!k)
+	for (steps = 0; taken < room && steps < KEVENT_SCAN_STEPS; steps++) {
+		if (pos == rest)
 			break;
+		k = list_entry(pos, struct kevent, link);
+		next = pos->next;
+		pos = next;
 		if (kevent_delivered(s, k)) {
 			/* Delivered by this call already: stays counted. */
-			list_move_tail(&k->link, &s->requeue);
-			kevent_stamp(q, k, s->call);
-			s->nrequeue++;
+			kevent_stamp(q, k, s->call, owners);
+			again++;
 			continue;
 		}
-		/* On a copy of q->ready, so counted. */
-		kevent_uncount(q, k);
+		if (kevent_level(k)) {
+			k->merged = false;
+			again++;
+		} else {
+			/* On a copy of q->ready, so counted. */
+			kevent_uncount(q, k, owners);
+		}
 		k->hand.pending = k->pending;
 		k->hand.bits = k->bits;
 		k->hand.marked = k->marked;
@@ -1028,9 +1092,14 @@ static struct kevent *kevent_take(struct kevent_queue *q,
 		k->marked = false;
 		*tail = k;
 		tail = &k->hand_next;
-		(*n)++;
+		taken++;
 	}
 	*tail = NULL;
+	/* What stays queued, all of @rest before @pos, in one piece. */
+	list_cut_before(&stay, rest, pos);
+	list_splice_tail(&stay, &s->requeue);
+	s->nrequeue += again;
+	*n = taken;
 	*full = steps == KEVENT_SCAN_STEPS;
 	return hand;
 }
@@ -1041,8 +1110,9 @@ static struct kevent *kevent_take(struct kevent_queue *q,
  * returns, is dropped only while a batch is delivered (->report() and the
  * copy may sleep), so a call that delivers one batch holds it twice. A
  * kevent in hand cannot go away meanwhile: only a holder of q->mtx
- * unregisters; a producer finds it off every list and queues it again
- * (q->nbusy keeps an asynchronous ring's producers out, P40).
+ * unregisters; a producer finds it off every list and queues it again, or
+ * (a level kevent) queued on s->requeue and merges into it (q->nbusy keeps
+ * an asynchronous ring's producers out, P40).
  */
 static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 	__must_hold(&q->lock)
@@ -1054,8 +1124,9 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 	list_splice_init(&q->ready, &rest);
 	for (;;) {
 		struct kevent *hand, *kept = NULL, **tail = &kept, *k, *next;
-		unsigned int n;
-		bool full;
+		struct kevent *idle = NULL, **itail = &idle;
+		unsigned int n, nkept;
+		bool full, owners;
 
 		hand = kevent_take(q, s, &rest, kevent_sink_room(q, s), &n,
 				   &full);
@@ -1075,46 +1146,61 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 			if (err == 2) {
 				*tail = k;
 				tail = &k->hand_next;
+			} else if (!err && kevent_level(k)) {
+				*itail = k;
+				itail = &k->hand_next;
 			}
 		}
 		/* k: the one that failed and those after it, still chained. */
 		*tail = NULL;
+		*itail = NULL;
 
 		spin_lock_irq(&q->lock);
 		q->nbusy -= n;
+		owners = kevent_owners(q);
+		nkept = 0;
 		for (next = kept; next; next = next->hand_next) {
-			/* A producer may have queued it again meanwhile. */
-			kevent_stamp(q, next, s->call);
-			s->fresh++;
-			if (s->remember) {
-				next->seen_next = s->chain;
-				s->chain = next;
-				s->nchain++;
-			}
 			/*
-			 * A level kevent: ready again at the next wait (D7),
-			 * unless a source queued it again meanwhile.
+			 * Queued again by a producer meanwhile, or a level
+			 * kevent on s->requeue (kevent_take()): still counted.
 			 */
-			if (!next->ops->occurrence && !kevent_is_edge(next) &&
-			    list_empty(&next->link)) {
-				list_add_tail(&next->link, &s->requeue);
-				kevent_count(q, next);
-				s->nrequeue++;
-			}
+			kevent_stamp(q, next, s->call, owners);
+			nkept++;
+		}
+		s->fresh += nkept;
+		/* The batch's chain of what it delivered joins s->chain. */
+		if (s->remember && kept) {
+			*tail = s->chain;
+			s->chain = kept;
+			s->nchain += nkept;
+		}
+		/*
+		 * A level kevent with nothing to report leaves the queue,
+		 * unless a source woke it since it was taken.
+		 */
+		for (next = idle; next; next = next->hand_next) {
+			if (next->merged)
+				continue;
+			kevent_uncount(q, next, owners);
+			s->nrequeue--;
 		}
 		if (err < 0) {
 			LIST_HEAD(back);
 
 			for (; k; k = k->hand_next)
-				kevent_restore(q, k, &back);
+				kevent_restore(q, s, k, &back);
 			list_splice(&back, &rest);
 			if (err == -ENOSPC)
 				err = 0;
 			break;
 		}
 		err = 0;
+		/* Nothing left to look at: no empty take. */
+		if (list_empty(&rest))
+			break;
 	}
-	list_splice(&rest, &q->ready);
+	if (!list_empty(&rest))
+		list_splice(&rest, &q->ready);
 	return err;
 }
 
@@ -1146,14 +1232,19 @@ static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s,
 
 	lockdep_assert_held(&q->lock);
 	n = kevent_requeue(q, s);
-	list_del_init(&w->hold);
+	/* Only a call that slept joined q->holders. */
+	if (!list_empty(&w->hold))
+		list_del_init(&w->hold);
 	q->wake_pending = false;
 	/* Events left behind: the next waiter takes them. */
 	if (q->nready && waitqueue_active(&q->wq))
 		wake_up(&q->wq);
 	spin_unlock_irq(&q->lock);
-	/* A ->poll() that ran meanwhile did not see them. */
-	if (n)
+	/*
+	 * A ->poll() that ran meanwhile did not see them (the test inlined:
+	 * once per call, usually with nobody polling the queue).
+	 */
+	if (n && waitqueue_active(&q->poll_wait))
 		kevent_wake_pollers(q, 0);
 	if (s->ring_dirty)
 		kevent_ring_publish(q);
@@ -1187,7 +1278,7 @@ static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
 		 * kevent_own() keeps it.
 		 */
 		w->own = 0;
-		for (k = s->chain; k; k = k->seen_next)
+		for (k = s->chain; k; k = k->hand_next)
 			w->own += k->counted;
 		list_add(&w->hold, &q->holders);
 	}
@@ -1350,15 +1441,13 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 				    unsigned int max, bool to_ring,
 				    u32 old_uidx, struct kevent_deadline *d)
 {
-	struct kevent_sink s = {
-		.buf = buf,
-		.max = max,
-		.to_ring = to_ring,
-	};
 	/*
-	 * Every field but the wait entry (kevent_sleep() sets that up) is
-	 * set here: not zeroed first, once per call.
+	 * The sink and the waiter are set field by field below, not zeroed
+	 * first (CONFIG_INIT_STACK_ALL_ZERO would, once per call); the
+	 * waiter's wait entry is kevent_sleep()'s. A field added to either
+	 * must be set here too.
 	 */
+	struct kevent_sink s __uninitialized;
 	struct kevent_waiter w __uninitialized;
 	bool last = false, closed;
 	long err = 0;
@@ -1372,9 +1461,25 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 	w.posted = 0;
 	INIT_LIST_HEAD(&w.hold);
 	w.own = 0;
+	s.buf = buf;
+	s.max = max;
+	s.n = 0;
+	s.to_ring = to_ring;
+	s.ring_dirty = false;
+	s.call = 0;
 	INIT_LIST_HEAD(&s.requeue);
+	s.nrequeue = 0;
+	s.fresh = 0;
+	s.remember = false;
+	s.chain = NULL;
+	s.nchain = 0;
+	s.seen = NULL;
+	s.nseen = 0;
+	s.nsorted = 0;
+	s.cap = 0;
 	mutex_lock(&q->mtx);
-	kevent_aring_reap(q);
+	if (q->aring)
+		kevent_aring_reap(q);
 	if (to_ring) {
 		err = -EINVAL;
 		if (!q->ring || max > q->ring_n)
