@@ -85,6 +85,21 @@ impl Load {
         }
     }
 
+    /// The name `kevent-bench http --loads` selects it by (one of [`super::LOAD_KEYS`]):
+    /// `c100`, `c1000`, `c8000` (keep-alive), `c8000close`, `ab`, `wrk`.
+    pub fn filter_key(&self) -> String {
+        match self {
+            Load::Builtin {
+                conns,
+                mode: Mode::KeepAlive,
+                ..
+            } => format!("c{conns}"),
+            Load::Builtin { conns, .. } => format!("c{conns}close"),
+            Load::Ab { .. } => "ab".into(),
+            Load::Wrk { .. } => "wrk".into(),
+        }
+    }
+
     /// Least warm-up of the built-in generator (the window also waits for the ramp-up).
     pub(super) fn warmup_ms(_conns: usize) -> u64 {
         100
