@@ -50,7 +50,7 @@ use crate::poller::Transport;
 
 const USAGE: &str = "\
 usage: kevent-bench [SUBCOMMAND] [--quick] [--out DIR] [--transport unix-dgram|socketpair] [--rt]
-                    [--rounds N] [--window-ms MS]
+                    [--rounds N] [--window-ms MS] [--servers K,...] [--loads K,...]
 
 subcommands:
   report     print the detected backend (and why native is unavailable) and the ABI summary
@@ -98,6 +98,9 @@ options:
   --transport T  poller descriptors: unix-dgram (default: N fds) or socketpair (2N fds)
   --rounds N     http: N rounds of the built-in generator's loads (default 10; --quick 3)
   --window-ms MS http: the built-in generator's measured window (default 3000; --quick 500)
+  --servers K,.. http: only the servers whose JSON key contains one of these (e.g.
+                 epoll,kevent_raw_native); epoll, the ratios' base, always runs
+  --loads K,...  http: only these loads: c100, c1000, c8000 (keep-alive), c8000close, ab, wrk
   --rt           run the single-process benchmarks (all but http) at
                  SCHED_FIFO priority 1 on their pinned CPU (root; needs two CPUs), so that
                  other processes on a shared machine cannot take time slices from them
@@ -125,6 +128,10 @@ pub struct Opts {
     /// http: the built-in generator's measured window in ms (default: 500 with `--quick`,
     /// else 3000).
     pub window_ms: Option<u64>,
+    /// http: only the servers whose key contains one of these (epoll always runs).
+    pub servers: Option<Vec<String>>,
+    /// http: only the loads whose short key ([`http::Load::key`]) is one of these.
+    pub loads: Option<Vec<String>>,
 }
 
 /// One benchmark's results: Markdown, JSON and charts.
@@ -164,6 +171,14 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
         rt: false,
         rounds: None,
         window_ms: None,
+        servers: None,
+        loads: None,
+    };
+    let list = |v: &String| -> Vec<String> {
+        v.split(',')
+            .filter(|k| !k.is_empty())
+            .map(str::to_owned)
+            .collect()
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -190,6 +205,27 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
                         .filter(|&n| n >= 50)
                         .ok_or_else(|| format!("--window-ms {v:?}: not a number >= 50"))?,
                 );
+            }
+            "--servers" => {
+                let v = it.next().ok_or("--servers needs a list")?;
+                opts.servers = Some(list(v)).filter(|l| !l.is_empty());
+                opts.servers
+                    .as_ref()
+                    .ok_or("--servers needs a non-empty list")?;
+            }
+            "--loads" => {
+                let v = it.next().ok_or("--loads needs a list")?;
+                let l = list(v);
+                if let Some(bad) = l.iter().find(|k| !http::LOAD_KEYS.contains(&k.as_str())) {
+                    return Err(format!(
+                        "--loads: unknown load {bad:?} (one of {})",
+                        http::LOAD_KEYS.join(", ")
+                    ));
+                }
+                opts.loads = Some(l).filter(|l| !l.is_empty());
+                opts.loads
+                    .as_ref()
+                    .ok_or("--loads needs a non-empty list")?;
             }
             "--transport" => {
                 let v = it.next().ok_or("--transport needs a value")?;
@@ -284,11 +320,17 @@ fn bench(out: &mut impl Write, cmd: &str, opts: &Opts) -> io::Result<u8> {
         }),
     };
     let http_opts = format!(
-        "{}{}",
+        "{}{}{}{}",
         opts.rounds
             .map_or(String::new(), |n| format!(" --rounds {n}")),
         opts.window_ms
-            .map_or(String::new(), |n| format!(" --window-ms {n}"))
+            .map_or(String::new(), |n| format!(" --window-ms {n}")),
+        opts.servers
+            .as_ref()
+            .map_or(String::new(), |l| format!(" --servers {}", l.join(","))),
+        opts.loads
+            .as_ref()
+            .map_or(String::new(), |l| format!(" --loads {}", l.join(",")))
     );
     let mut md = format!(
         "# kevent-bench results{}\n\n{}* Command: `kevent-bench {cmd}{}{}{http_opts}`\n* Build: {} \
@@ -508,6 +550,24 @@ mod tests {
         assert!(a(&["--rounds", "0"]).is_err());
         assert!(a(&["--rounds"]).is_err());
         assert!(a(&["--window-ms", "x"]).is_err());
+        let o = a(&[
+            "--servers",
+            "epoll,kevent_raw_native",
+            "--loads",
+            "c100,c8000close",
+        ])
+        .unwrap();
+        assert_eq!(
+            o.servers,
+            Some(vec!["epoll".to_owned(), "kevent_raw_native".to_owned()])
+        );
+        assert_eq!(
+            o.loads,
+            Some(vec!["c100".to_owned(), "c8000close".to_owned()])
+        );
+        assert!(a(&["--loads", "c7"]).is_err());
+        assert!(a(&["--servers", ","]).is_err());
+        assert!(a(&["--servers"]).is_err());
     }
 
     #[test]

@@ -85,6 +85,21 @@ impl Load {
         }
     }
 
+    /// The name `kevent-bench http --loads` selects it by (one of [`super::LOAD_KEYS`]):
+    /// `c100`, `c1000`, `c8000` (keep-alive), `c8000close`, `ab`, `wrk`.
+    pub fn filter_key(&self) -> String {
+        match self {
+            Load::Builtin {
+                conns,
+                mode: Mode::KeepAlive,
+                ..
+            } => format!("c{conns}"),
+            Load::Builtin { conns, .. } => format!("c{conns}close"),
+            Load::Ab { .. } => "ab".into(),
+            Load::Wrk { .. } => "wrk".into(),
+        }
+    }
+
     /// Least warm-up of the built-in generator (the window also waits for the ramp-up).
     pub(super) fn warmup_ms(_conns: usize) -> u64 {
         100
@@ -172,6 +187,35 @@ impl TcpCounters {
             listen_drops: later.listen_drops.saturating_sub(self.listen_drops),
             retrans: later.retrans.saturating_sub(self.retrans),
         }
+    }
+}
+
+/// Sockets in TIME_WAIT on the machine (`/proc/net/sockstat`, `TCP: ... tw N`).
+pub(super) fn time_wait_sockets() -> Option<u64> {
+    sockstat_tw(&std::fs::read_to_string("/proc/net/sockstat").ok()?)
+}
+
+fn sockstat_tw(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("TCP:"))?;
+    let mut words = line.split_whitespace();
+    words.find(|&w| w == "tw")?;
+    words.next()?.parse().ok()
+}
+
+/// Waits (at most `limit`) until no socket is in TIME_WAIT (P63): a connection-per-request
+/// run leaves thousands for 60 s, and the next run would otherwise start from what the runs
+/// before it left (the kernel keeps at most `tcp_max_tw_buckets`; past that a close makes no
+/// TIME_WAIT socket and the peer's last segment is answered with a reset), so its cost per
+/// response would depend on the order of the runs. Returns how long it waited and how many
+/// were left.
+pub(super) fn drain_time_wait(limit: Duration) -> (Duration, u64) {
+    let start = Instant::now();
+    loop {
+        let tw = time_wait_sockets().unwrap_or(0);
+        if tw == 0 || start.elapsed() >= limit {
+            return (start.elapsed(), tw);
+        }
+        std::thread::sleep(Duration::from_millis(500));
     }
 }
 
@@ -299,6 +343,17 @@ mod tests {
         if let (Some(a), Some(b)) = (TcpCounters::read(), TcpCounters::read()) {
             assert!(b.listen_drops >= a.listen_drops && b.retrans >= a.retrans);
         }
+    }
+
+    #[test]
+    fn time_wait_sockets_are_read_from_sockstat() {
+        let t = "sockets: used 12\nTCP: inuse 3 orphan 0 tw 8123 alloc 5 mem 1\nUDP: inuse 0\n";
+        assert_eq!(sockstat_tw(t), Some(8123));
+        assert_eq!(sockstat_tw("TCP: inuse 3\n"), None);
+        assert_eq!(sockstat_tw(""), None);
+        // With nothing in TIME_WAIT (or no /proc), the drain returns at once.
+        let (waited, _) = drain_time_wait(Duration::ZERO);
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
     }
 
     #[test]

@@ -159,13 +159,13 @@ pub(super) fn report(
          responses inside the window after a warm-up; ab speaks HTTP/1.0 without keep-alive, \
          wrk HTTP/1.1 keep-alive. Servers: raw `epoll`; `kevent raw`, the ABI calls through \
          `kevent_backend::Backend`, registering the sockets accepted in one wait with one ADD and \
-         unregistering those closed with one REMOVE; `kevent safe API`, `kevent::Queue` with \
+         closing a connection without REMOVE, as epoll's server closes without `EPOLL_CTL_DEL` (the last close unregisters, D10); `kevent safe API`, `kevent::Queue` with \
          one `Registration<TcpStream>` per connection (`add_all` per wait; dropping a \
          registration is one REMOVE); `kevent async ring`, a queue with the asynchronous \
          ring (P38) through the raw ABI, sockets registered edge-triggered with \
          ALWAYS_QUEUE (so the kernel posts their wake-ups straight into the ring), events \
          read from the ring with no call and `kevent_wait` only when it is empty, \
-         ADD/REMOVE batched as in `kevent raw`; `io_uring`, one multishot `POLL_ADD` per \
+         ADD batched and closes as in `kevent raw`; `io_uring`, one multishot `POLL_ADD` per \
          socket through the raw `io_uring_setup`/`io_uring_enter` calls, completions \
          reaped from the CQ ring with no call, one `io_uring_enter` both submitting the \
          batch's polls and waiting when the CQ ring is empty, a `POLL_REMOVE` before each \

@@ -14,9 +14,12 @@
 //! * epoll: `EPOLL_CTL_ADD` per accepted socket, `close` to unregister;
 //! * kevent (raw): the accepted sockets of one wait are registered with one `kevent_ctl(ADD)`
 //!   (with `KEVENT_REQ_ALWAYS_QUEUE`, so a socket that already has its request is registered
-//!   and queued rather than returned from ADD), and the sockets closed in one wait are
-//!   unregistered with one `kevent_ctl(REMOVE)` before they are closed (a close without
-//!   REMOVE would leave the registration for D10 to clean up);
+//!   and queued rather than returned from ADD), and a connection is closed without REMOVE,
+//!   as the epoll server closes without `EPOLL_CTL_DEL`: natively the last close of a
+//!   socket unregisters its kevents (D10, `kevent_release_file`), so a REMOVE first would
+//!   only look the kevent up once more; the fallback's epoll drops its item at that close
+//!   too and reports the old kevent once, `BROKEN` with `-EBADF`, when a socket accepted on
+//!   the number is ADDed (such a report is ignored: [`stale`]);
 //! * kevent (safe API): `Queue::add_all` registers the sockets accepted in one wait (one
 //!   `kevent_ctl(ADD)`); each connection is a `Registration<TcpStream>` that owns the socket,
 //!   and closing one drops it: REMOVE, then close (one `kevent_ctl` per connection closed);
@@ -44,9 +47,9 @@ use std::time::Duration;
 use kevent::{Events, Queue, Registration, ReqFlags, Socket, SocketEvents};
 use kevent_backend::Backend;
 use kevent_sys::{
-    KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_CTL_REMOVE, KEVENT_REQ_ALWAYS_QUEUE, KEVENT_REQ_ET,
-    KEVENT_RET_BROKEN, KEVENT_SOCKET, KEVENT_SOCKET_ACCEPT, KEVENT_SOCKET_RECV, KEVENT_SOCKET_SEND,
-    kevent_id, ukevent,
+    KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_REQ_ALWAYS_QUEUE, KEVENT_REQ_ET, KEVENT_RET_BROKEN,
+    KEVENT_SOCKET, KEVENT_SOCKET_ACCEPT, KEVENT_SOCKET_RECV, KEVENT_SOCKET_SEND, kevent_id,
+    ukevent,
 };
 
 use crate::os;
@@ -358,31 +361,17 @@ fn serve_epoll(lfd: RawFd, stop: &AtomicBool) -> ServerStats {
     st
 }
 
-/// The control calls one batch of events asks for, made together after it: one
-/// `kevent_ctl(REMOVE)` for the connections it closes (then their closes), one MODIFY, one
-/// ADD for the sockets it accepted.
+/// The control calls one batch of events asks for, made together after it: one MODIFY,
+/// one ADD for the sockets it accepted. Connections are closed where they end, without
+/// REMOVE: their last close unregisters their kevents (D10).
 #[derive(Default)]
 struct Batch {
     adds: Vec<ukevent>,
-    removes: Vec<ukevent>,
     modifies: Vec<ukevent>,
-    /// The fds of `removes`, closed after the REMOVE.
-    closing: Vec<RawFd>,
 }
 
 impl Batch {
     fn flush(&mut self, q: &RawQueue, conns: &mut Conns, st: &mut ServerStats) {
-        if !self.removes.is_empty() {
-            // An fd can be in twice (two events of one connection in one batch), and a
-            // kevent that a BROKEN delivery or posting already ended answers ENOENT in its
-            // entry (D14): neither affects the others.
-            st.ctls += 1;
-            let _ = q.ctl(KEVENT_CTL_REMOVE, &mut self.removes);
-            self.removes.clear();
-            for fd in self.closing.drain(..) {
-                conns.close(fd);
-            }
-        }
         if !self.modifies.is_empty() {
             st.ctls += 1;
             let _ = q.ctl(KEVENT_CTL_MODIFY, &mut self.modifies);
@@ -394,13 +383,22 @@ impl Batch {
             // registered and queued, not returned.
             let back = q.ctl(KEVENT_CTL_ADD, &mut self.adds).unwrap_or(0) as usize;
             for e in &self.adds[..back] {
-                if e.ret_flags & KEVENT_RET_BROKEN != 0 {
+                if e.ret_flags & KEVENT_RET_BROKEN != 0 && !stale(e) {
                     conns.close(e.id.raw()[0] as RawFd);
                 }
             }
             self.adds.clear();
         }
     }
+}
+
+/// A `BROKEN` report about a closed connection's registration, not the current one's: D10
+/// reports a kevent whose fd no longer names its file once with `-EBADF` (the fallback does so
+/// when a socket accepted on the number is ADDed; natively the last close unregistered it).
+/// The server closes only connections that are done, so such a report never concerns the
+/// connection now on that number.
+fn stale(e: &ukevent) -> bool {
+    e.ret_data[1] == (-libc::EBADF) as u32
 }
 
 pub(super) fn socket_kevent(fd: RawFd, event: u32) -> ukevent {
@@ -438,6 +436,9 @@ fn serve_kevent(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats 
             let Some(conn) = conns.get(fd) else { continue };
             let was_writing = !conn.output.is_empty();
             let next = if e.ret_flags & KEVENT_RET_BROKEN != 0 {
+                if stale(e) {
+                    continue;
+                }
                 Next::Close
             } else if was_writing {
                 conn.flush()
@@ -445,10 +446,10 @@ fn serve_kevent(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats 
                 conn.on_readable(&responses, &mut st.requests)
             };
             match next {
-                Next::Close => {
-                    batch.removes.push(*e);
-                    batch.closing.push(fd);
-                }
+                // No later event of this wait names the old registration (a kevent is
+                // delivered at most once per wait), and a socket accepted on the same number
+                // later in the loop is only registered after it: closed here, like epoll.
+                Next::Close => conns.close(fd),
                 Next::Write if !was_writing => {
                     batch.modifies.push(socket_kevent(fd, KEVENT_SOCKET_SEND))
                 }
@@ -475,7 +476,8 @@ pub const RING_SIZE: u32 = 2 * EVENTS as u32;
 /// queues a socket that already holds its request at ADD as one edge; MODIFY to SEND and back
 /// re-evaluates the socket (D17), so nothing that arrived meanwhile is lost.
 ///
-/// An event posted before a REMOVE stays in the ring after it, and its fd may name a newer
+/// An event posted before a connection's close stays in the ring after it (the close
+/// unregisters the kevent, not the slots the consumer owns), and its fd may name a newer
 /// connection by the time it is read: so a `BROKEN` event is never taken on trust — the
 /// socket is read, and only EOF or an error closes it (a stale event reads `EAGAIN`).
 fn serve_ring(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats {
@@ -526,10 +528,8 @@ fn serve_ring(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats {
                 next = conn.on_edge(&responses, &mut st.requests);
             }
             match next {
-                Next::Close => {
-                    batch.removes.push(socket_kevent(fd, KEVENT_SOCKET_RECV));
-                    batch.closing.push(fd);
-                }
+                // Events of it still in the ring are confirmed by a read (above).
+                Next::Close => conns.close(fd),
                 Next::Write if !was_writing => batch.modifies.push(et(fd, KEVENT_SOCKET_SEND)),
                 Next::Read if was_writing => batch.modifies.push(et(fd, KEVENT_SOCKET_RECV)),
                 _ => {}
