@@ -290,31 +290,42 @@ fn summary(
                 let (lo, hi) = over.iter().fold((f64::INFINITY, 0f64), |(l, h), x| {
                     (l.min(x.median), h.max(x.median))
                 });
+                // Issue 21 asks this of the asynchronous ring only (kevent's ring was the idea
+                // io_uring made standard); the other rows stand beside io_uring unjudged.
+                let judged = matches!(m, Mech::KeventAsync(_)) && clock == Clock::Instructions;
                 rows.push(SummaryRow {
                     what: format!(
                         "poller: {} ÷ io_uring multishot poll, {} per round",
                         m.name(backends),
                         clock.us()
                     ),
-                    target: "≤ 1.00 in every cell (issue 21)".into(),
+                    target: if judged {
+                        "≤ 1.00 in every cell (issue 21)".into()
+                    } else {
+                        "–".into()
+                    },
                     result: format!(
-                        "medians {lo:.2}–{hi:.2} over {} cells: **{}**",
+                        "medians {lo:.2}–{hi:.2} over {} cells{}",
                         over.len(),
-                        judge_at_most(&over, 1.00)
+                        if judged {
+                            format!(": **{}**", judge_at_most(&over, 1.00))
+                        } else {
+                            String::new()
+                        }
                     ),
                 });
             }
         }
+        let target = EpollTarget::of(m, backends, clock);
         rows.push(SummaryRow {
             what: format!(
                 "poller: {} ÷ epoll, {} per round",
                 m.name(backends),
                 clock.us()
             ),
-            target: if m == Mech::Uring {
-                "– (the anchor)".into()
-            } else {
-                "≤ 1.10 in every cell".into()
+            target: match target {
+                None => "– (the anchor)".into(),
+                Some(t) => t.label(),
             },
             result: format!(
                 "medians {lo:.2}–{:.2} over {} cells (no measurable difference in {same}); \
@@ -322,13 +333,15 @@ fn summary(
                 worst.median,
                 cells.len(),
                 worst.cell(2),
-                if m == Mech::Uring {
-                    String::new()
-                } else {
-                    format!(": **{}**", judge_at_most(&all, 1.10))
+                match target {
+                    None => String::new(),
+                    Some(t) => t.verdict(&all),
                 }
             ),
         });
+        if clock == Clock::Instructions {
+            rows.extend(issue21_rows(cfg, m, backends, samples, measured));
+        }
     }
     if let (Some(&first), Some(&last)) = (measured.first(), measured.last()) {
         let flat: Vec<f64> = mechs
@@ -363,6 +376,135 @@ fn summary(
                 ),
             });
         }
+    }
+    rows
+}
+
+/// What a kevent row ÷ epoll must stay under in every cell: issue 21's instruction-time
+/// targets for `get_events` (native ≤ 1.00, fallback ≤ 1.03), otherwise the project's
+/// standing ≤ 1.10 (the host's targets, which issue 21 keeps). `None` for io_uring, the anchor.
+#[derive(Clone, Copy)]
+struct EpollTarget {
+    at_most: f64,
+    /// Where a miss is accounted for, instruction by instruction (issue 21's "done when").
+    account: Option<&'static str>,
+}
+
+/// The accounts a missed issue-21 target points to.
+const NATIVE_ACCOUNT: &str = "docs/bench/account.md";
+const FALLBACK_ACCOUNT: &str = "docs/bench/fallback-account.md";
+
+impl EpollTarget {
+    fn of(m: Mech, backends: &[Backend], clock: Clock) -> Option<EpollTarget> {
+        if m == Mech::Uring {
+            return None;
+        }
+        let standing = EpollTarget {
+            at_most: 1.10,
+            account: None,
+        };
+        Some(match (m, clock) {
+            (Mech::KeventGet(b), Clock::Instructions) if backends[b].is_native() => EpollTarget {
+                at_most: 1.00,
+                account: Some(NATIVE_ACCOUNT),
+            },
+            (Mech::KeventGet(_), Clock::Instructions) => EpollTarget {
+                at_most: 1.03,
+                account: Some(FALLBACK_ACCOUNT),
+            },
+            _ => standing,
+        })
+    }
+
+    fn label(self) -> String {
+        match self.account {
+            Some(_) => format!("≤ {:.2} in every cell (issue 21)", self.at_most),
+            None => format!("≤ {:.2} in every cell", self.at_most),
+        }
+    }
+
+    /// `": **met**"`, or the miss with where it is accounted for.
+    fn verdict(self, all: &[Interval]) -> String {
+        verdict(judge_at_most(all, self.at_most), self.account)
+    }
+}
+
+/// A judgement, and for a miss the account that says where the instructions go.
+fn verdict(judged: &str, account: Option<&str>) -> String {
+    match account {
+        Some(doc) if judged != "met" => format!(": **{judged}**; accounted in `{doc}`"),
+        _ => format!(": **{judged}**"),
+    }
+}
+
+/// Issue 21's other instruction-time rows for `m`: the asynchronous ring (native) ÷ epoll
+/// at the fewest and the most active descriptors (≤ 0.80 and ≤ 1.00), and the fallback's
+/// ring with a commit per wait ÷ its own `get_events` (≤ 1.00).
+fn issue21_rows(
+    cfg: &Config,
+    m: Mech,
+    backends: &[Backend],
+    samples: &BTreeMap<(Mech, usize, usize), Vec<f64>>,
+    measured: &[usize],
+) -> Vec<SummaryRow> {
+    let over = |base: Mech, a: usize| -> Vec<Interval> {
+        measured
+            .iter()
+            .filter_map(|&n| paired_ratio(samples, (m, n, a), (base, n, a)))
+            .collect()
+    };
+    let range = |v: &[Interval]| {
+        v.iter().fold((f64::INFINITY, 0f64), |(l, h), x| {
+            (l.min(x.median), h.max(x.median))
+        })
+    };
+    let mut rows = vec![];
+    match m {
+        Mech::KeventAsync(b) if backends[b].is_native() => {
+            let (Some(&a_lo), Some(&a_hi)) = (cfg.actives.first(), cfg.actives.last()) else {
+                return rows;
+            };
+            for (a, at_most) in [(a_lo, 0.80), (a_hi, 1.00)] {
+                let v = over(Mech::Epoll, a);
+                if v.is_empty() {
+                    continue;
+                }
+                let (lo, hi) = range(&v);
+                rows.push(SummaryRow {
+                    what: format!("poller: {} ÷ epoll at A={a}", m.name(backends)),
+                    target: format!("≤ {at_most:.2} at every N (issue 21)"),
+                    result: format!(
+                        "medians {lo:.2}–{hi:.2} over {} cells{}",
+                        v.len(),
+                        verdict(judge_at_most(&v, at_most), Some(NATIVE_ACCOUNT))
+                    ),
+                });
+            }
+        }
+        Mech::KeventRing(b, false) if !backends[b].is_native() => {
+            let v: Vec<Interval> = cfg
+                .actives
+                .iter()
+                .flat_map(|&a| over(Mech::KeventGet(b), a))
+                .collect();
+            if !v.is_empty() {
+                let (lo, hi) = range(&v);
+                rows.push(SummaryRow {
+                    what: format!(
+                        "poller: {} ÷ {}",
+                        m.name(backends),
+                        Mech::KeventGet(b).name(backends)
+                    ),
+                    target: "≤ 1.00 in every cell (issue 21)".into(),
+                    result: format!(
+                        "medians {lo:.2}–{hi:.2} over {} cells{}",
+                        v.len(),
+                        verdict(judge_at_most(&v, 1.00), Some(FALLBACK_ACCOUNT))
+                    ),
+                });
+            }
+        }
+        _ => {}
     }
     rows
 }
@@ -408,4 +550,91 @@ fn c_over_rust(
             judge_at_most(&all, 1.05)
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Samples of `m` at every cell: `per_round` with a small spread, so every ratio has an
+    /// interval.
+    fn fill(
+        samples: &mut BTreeMap<(Mech, usize, usize), Vec<f64>>,
+        cfg: &Config,
+        m: Mech,
+        per_round: f64,
+    ) {
+        for &n in &cfg.ns {
+            for &a in &cfg.actives {
+                let v = (0..9)
+                    .map(|i| per_round * (1.0 + i as f64 * 1e-4))
+                    .collect();
+                samples.insert((m, n, a), v);
+            }
+        }
+    }
+
+    fn rows(clock: Clock) -> Vec<SummaryRow> {
+        let cfg = Config {
+            ns: vec![100, 1000],
+            actives: vec![1, 100],
+            reps: 9,
+            block_ns: 1_000_000,
+            transport: Transport::UnixDgram,
+        };
+        let backends = [Backend::Fallback];
+        let mechs = [
+            Mech::Epoll,
+            Mech::Uring,
+            Mech::KeventGet(0),
+            Mech::KeventRing(0, false),
+        ];
+        let mut samples = BTreeMap::new();
+        fill(&mut samples, &cfg, Mech::Epoll, 100.0);
+        fill(&mut samples, &cfg, Mech::Uring, 95.0);
+        fill(&mut samples, &cfg, Mech::KeventGet(0), 104.0);
+        fill(&mut samples, &cfg, Mech::KeventRing(0, false), 110.0);
+        summary(&cfg, &mechs, &backends, &samples, &cfg.ns, clock)
+    }
+
+    fn row<'a>(rows: &'a [SummaryRow], what: &str) -> &'a SummaryRow {
+        rows.iter()
+            .find(|r| r.what.starts_with(what))
+            .unwrap_or_else(|| panic!("no row {what:?} in {:#?}", rows.iter().map(|r| &r.what)))
+    }
+
+    #[test]
+    fn instruction_time_rows_judge_issue_21_targets_and_point_to_the_account() {
+        let rows = rows(Clock::Instructions);
+        let get = row(&rows, "poller: kevent get_events (fallback) ÷ epoll");
+        assert_eq!(get.target, "≤ 1.03 in every cell (issue 21)");
+        assert!(
+            get.result
+                .ends_with("**missed**; accounted in `docs/bench/fallback-account.md`"),
+            "{}",
+            get.result
+        );
+        let ring = row(
+            &rows,
+            "poller: kevent ring (fallback) ÷ kevent get_events (fallback)",
+        );
+        assert_eq!(ring.target, "≤ 1.00 in every cell (issue 21)");
+        assert!(
+            ring.result
+                .contains("medians 1.06–1.06 over 4 cells: **missed**")
+        );
+        // io_uring is issue 21's bar for the asynchronous ring only.
+        let beside = row(&rows, "poller: kevent get_events (fallback) ÷ io_uring");
+        assert_eq!(beside.target, "–");
+        assert!(!beside.result.contains("**"), "{}", beside.result);
+    }
+
+    #[test]
+    fn time_rows_keep_the_standing_targets() {
+        let rows = rows(Clock::Time);
+        let get = row(&rows, "poller: kevent get_events (fallback) ÷ epoll");
+        assert_eq!(get.target, "≤ 1.10 in every cell");
+        assert!(get.result.ends_with(": **met**"), "{}", get.result);
+        assert!(!rows.iter().any(|r| r.what.contains("÷ kevent get_events")));
+    }
 }
