@@ -52,16 +52,17 @@ backend_test! {
         let q = Arc::new(Queue::with_ring(b, 8));
         q.add_ok(&[user(1, 0)]);
         let q2 = q.clone();
+        // Before the readier exists, so its READY is at least 50 ms after this.
+        let start = Instant::now();
         let h = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
             q2.ready_ids(&[1]);
         });
-        let start = Instant::now();
         let q3 = q.clone();
         let n = bounded(Duration::from_secs(10), "kevent_wait", move || q3.wait(4, 0, &FOREVER));
         h.join().unwrap();
         assert_eq!(n, Ok(1));
-        assert!(start.elapsed() >= Duration::from_millis(40));
+        assert!(start.elapsed() >= Duration::from_millis(50));
         assert_eq!(q.kidx(), 1);
         assert_eq!(q.slot(0).id.as_u64(), 1);
     }
