@@ -212,19 +212,20 @@ backend_test! {
             (ts(i64::MAX, 0), KEVENT_FLAGS_ABSTIME),
         ] {
             let q2 = q.clone();
+            // Before the readier exists, so its READY is at least 50 ms after this.
+            let start = Instant::now();
             let readier = std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(50));
                 q2.ready_ids(&[1]);
             });
             let q3 = q.clone();
             let (got, elapsed) = bounded(Duration::from_secs(10), "D6 wait", move || {
-                let start = Instant::now();
                 let got = q3.get_events(1, 4, &t, flags).expect("get_events");
                 (got, start.elapsed())
             });
             readier.join().unwrap();
             expect_events(&got, &[Want::new(KEVENT_UNOTIFY, 1)]);
-            assert!(elapsed >= Duration::from_millis(40), "{t:?}/{flags}: returned after {elapsed:?}");
+            assert!(elapsed >= Duration::from_millis(50), "{t:?}/{flags}: returned after {elapsed:?}");
         }
     }
 
