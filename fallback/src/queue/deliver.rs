@@ -329,44 +329,43 @@ impl State {
 
     /// A whole `kevent_get_events` (no ring) in one pass when its first harvest may settle
     /// it: nothing is queued or owed (`orphans`), at least `want` events came, fewer than the
-    /// harvest could hold (epoll has nothing more), and they all fit in `buf` after the `n`
-    /// already there. The leading plain events (see [`plain_event`]) are delivered by the
-    /// rules of `deliver_reported`; returns how many. When that is all of `got`, the call
-    /// returns at once: it never sleeps, so nothing needs recording for a later search, and
-    /// a live kevent's token proves that the queue fd is this queue (as `proves_identity`
-    /// does). Otherwise the wait goes on with the rest, and records the delivered prefix in
-    /// `Call::taken` itself.
+    /// harvest could hold (`cap`: epoll has nothing more), and they all fit in `buf`. The
+    /// leading plain events (see [`plain_event`]) are delivered by the rules of
+    /// `deliver_reported`; returns how many. When that is all of `got`, the call returns at
+    /// once: it never sleeps, so it needs no number of its own (one harvest holds each epoll
+    /// item once, so nothing can be delivered twice in it: spec section 4's at most once per
+    /// wait) and stamps nothing, and a live kevent's token proves that the queue fd is this
+    /// queue (as `proves_identity` does). Otherwise the wait goes on with the rest, and
+    /// records the delivered prefix in `Call::taken` itself.
     pub(super) fn deliver_whole(
         &mut self,
         got: &[libc::epoll_event],
-        id: u32,
         want: usize,
         cap: usize,
         buf: &mut [ukevent],
-        n: &mut usize,
     ) -> usize {
         if self.dead
             || self.kevents.queued != 0
             || !self.orphans.is_empty()
             || self.ring.is_some()
             || got.len() >= cap
-            || got.len() > buf.len() - *n
-            || *n + got.len() < want
+            || got.len() > buf.len()
+            || got.len() < want
         {
             return 0;
         }
+        let buf = &mut buf[..got.len()];
         let mut k = 0;
-        for (ev, dst) in got.iter().zip(&mut buf[*n..]) {
-            let Some((kev, o)) = plain_event(&mut self.kevents.reg, ev, id) else {
+        while k < got.len() {
+            let ev = &got[k];
+            let Some((kev, o)) = plain_event(&mut self.kevents.reg, ev) else {
                 break;
             };
             kev.revents = ev.events;
-            kev.stamp = id;
             kev.pending = 0;
-            *dst = kev.uk.event(o.ret_flags, o.ret_data);
+            buf[k] = kev.uk.event(o.ret_flags, o.ret_data);
             k += 1;
         }
-        *n += k;
         k
     }
 
@@ -456,9 +455,13 @@ fn plain_run(
 ) -> usize {
     let mut i = 0;
     while let (Some(ev), true) = (got.get(i), i < room) {
-        let Some((kev, o)) = plain_event(&mut kevents.reg, ev, call.id) else {
+        let Some((kev, o)) = plain_event(&mut kevents.reg, ev) else {
             break;
         };
+        if kev.stamp == call.id {
+            // Delivered by this wait already (at most once per wait): `absorb` decides.
+            break;
+        }
         kev.revents = ev.events;
         kev.stamp = call.id;
         kev.pending = 0;
@@ -469,8 +472,9 @@ fn plain_run(
     i
 }
 
-/// The kevent of a plain event of a wait numbered `id`, and its delivery's outcome: a live,
-/// unqueued, unmarked fd kevent that this wait has not delivered, reported ready by epoll
+/// The kevent of a plain event, and its delivery's outcome: a live, unqueued, unmarked fd
+/// kevent (whether this wait delivered it already is the caller's to check), reported ready
+/// by epoll
 /// without an error or hang-up bit (its report reads nothing but `revents`, no system call),
 /// that stays registered and wakes nobody (neither ONESHOT nor WAKEUP_ALL). `None` for every
 /// other event. Changes nothing.
@@ -478,7 +482,6 @@ fn plain_run(
 fn plain_event<'r>(
     reg: &'r mut crate::registry::Registry<crate::kevent::Kevent>,
     ev: &libc::epoll_event,
-    id: u32,
 ) -> Option<(&'r mut crate::kevent::Kevent, rules::Outcome)> {
     let quiet = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
     let (generation, slot) = token::split(ev.u64);
@@ -487,7 +490,7 @@ fn plain_event<'r>(
     }
     let kev = reg.live_mut(slot, generation)?;
     let req = kev.uk.req_flags;
-    if kev.queued || kev.stamp == id || rules::wakes_all(req) {
+    if kev.queued || rules::wakes_all(req) {
         return None;
     }
     let Some(Some(Report::Ready(data))) = source::report_fresh_fd(kev, ev.events) else {
