@@ -21,8 +21,9 @@ use crate::sys::{self, Harvest};
 pub(crate) enum Deadline {
     /// `{0, 0}`: do not block.
     Now,
-    /// A relative timeout on CLOCK_MONOTONIC, in ns, counted from the first time it is needed.
-    Relative(u64),
+    /// A relative timeout on CLOCK_MONOTONIC, as the caller gave it (checked), counted from
+    /// the first time it is needed: a call that never sleeps never converts it.
+    Relative(libc::timespec),
     /// An absolute CLOCK_MONOTONIC time.
     Monotonic(u64),
     /// An absolute CLOCK_REALTIME time (`KEVENT_FLAGS_ABSTIME`).
@@ -31,17 +32,24 @@ pub(crate) enum Deadline {
 
 impl Deadline {
     /// Checks a timeout and the wait flags (**D1**, **D5**).
+    #[inline]
     pub(crate) fn parse(timeout: &libc::timespec, flags: u32) -> Result<Deadline, Errno> {
         if flags & !KEVENT_FLAGS_ABSTIME != 0 {
             return Err(Errno::EINVAL);
         }
-        let ns = crate::timer::timespec_to_ns(timeout).ok_or(Errno::EINVAL)?;
-        Ok(if flags & KEVENT_FLAGS_ABSTIME != 0 {
-            Deadline::Realtime(ns)
-        } else if ns == 0 {
+        if flags & KEVENT_FLAGS_ABSTIME != 0 {
+            let ns = crate::timer::timespec_to_ns(timeout).ok_or(Errno::EINVAL)?;
+            return Ok(Deadline::Realtime(ns));
+        }
+        // D5's checks of `timespec_to_ns`, without the conversion.
+        let nsec_ok = u64::try_from(timeout.tv_nsec).is_ok_and(|n| n < 1_000_000_000);
+        if timeout.tv_sec < 0 || !nsec_ok {
+            return Err(Errno::EINVAL);
+        }
+        Ok(if timeout.tv_sec == 0 && timeout.tv_nsec == 0 {
             Deadline::Now
         } else {
-            Deadline::Relative(ns)
+            Deadline::Relative(*timeout)
         })
     }
 
@@ -49,7 +57,9 @@ impl Deadline {
     pub(super) fn remaining(&mut self) -> u64 {
         match *self {
             Deadline::Now => 0,
-            Deadline::Relative(ns) => {
+            Deadline::Relative(ts) => {
+                // Checked by `parse`: never `None`, and a very large timeout saturates (D6).
+                let ns = crate::timer::timespec_to_ns(&ts).unwrap_or(u64::MAX);
                 let end = crate::timer::monotonic_now_ns().saturating_add(ns);
                 *self = Deadline::Monotonic(end);
                 ns
