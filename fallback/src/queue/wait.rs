@@ -225,7 +225,7 @@ impl Queue {
                     // handed out, make sure the number was not closed and given to another
                     // epoll (whose events these would be; the ring may be freed memory).
                     drop(st);
-                    self.verify()?;
+                    self.prove()?;
                     proven = true;
                     st = self.lock();
                 }
@@ -429,7 +429,7 @@ impl Queue {
         drop(st);
         result?;
         if sink.count() == 0 && !proven {
-            self.verify()?;
+            self.prove()?;
         }
         Ok(gained.unwrap_or(sink.count() as u32))
     }
