@@ -327,16 +327,27 @@ impl State {
         }
     }
 
+    /// Whether a first harvest of `got` events (of capacity `cap`) may settle a call that
+    /// wants at least `want` and can take `room`: nothing is queued or owed (`orphans`), at
+    /// least `want` events came, fewer than the harvest could hold (epoll has nothing more),
+    /// and they all fit.
+    fn settles(&self, got: usize, want: usize, cap: usize, room: usize) -> bool {
+        !self.dead
+            && self.kevents.queued == 0
+            && self.orphans.is_empty()
+            && got < cap
+            && got <= room
+            && got >= want
+    }
+
     /// A whole `kevent_get_events` (no ring) in one pass when its first harvest may settle
-    /// it: nothing is queued or owed (`orphans`), at least `want` events came, fewer than the
-    /// harvest could hold (`cap`: epoll has nothing more), and they all fit in `buf`. The
-    /// leading plain events (see [`plain_event`]) are delivered by the rules of
-    /// `deliver_reported`; returns how many. When that is all of `got`, the call returns at
-    /// once: it never sleeps, so it needs no number of its own (one harvest holds each epoll
-    /// item once, so nothing can be delivered twice in it: spec section 4's at most once per
-    /// wait) and stamps nothing, and a live kevent's token proves that the queue fd is this
-    /// queue (as `proves_identity` does). Otherwise the wait goes on with the rest, and
-    /// records the delivered prefix in `Call::taken` itself.
+    /// it ([`Self::settles`]). The leading plain events (see [`plain_event`]) are delivered
+    /// by the rules of `deliver_reported`; returns how many. When that is all of `got`, the
+    /// call returns at once: it never sleeps, so it needs no number of its own (one harvest
+    /// holds each epoll item once, so nothing can be delivered twice in it: spec section 4's
+    /// at most once per wait) and stamps nothing, and a live kevent's token proves that the
+    /// queue fd is this queue (as `proves_identity` does). Otherwise the wait goes on with
+    /// the rest, and records the delivered prefix in `Call::taken` itself.
     pub(super) fn deliver_whole(
         &mut self,
         got: &[libc::epoll_event],
@@ -344,28 +355,36 @@ impl State {
         cap: usize,
         buf: &mut [ukevent],
     ) -> usize {
-        if self.dead
-            || self.kevents.queued != 0
-            || !self.orphans.is_empty()
-            || self.ring.is_some()
-            || got.len() >= cap
-            || got.len() > buf.len()
-            || got.len() < want
-        {
+        if self.ring.is_some() || !self.settles(got.len(), want, cap, buf.len()) {
             return 0;
         }
         let buf = &mut buf[..got.len()];
-        let mut k = 0;
-        while k < got.len() {
-            let ev = &got[k];
-            let Some((kev, o)) = plain_event(&mut self.kevents.reg, ev) else {
-                break;
-            };
-            kev.revents = ev.events;
-            kev.pending = 0;
-            buf[k] = kev.uk.event(o.ret_flags, o.ret_data);
-            k += 1;
+        whole_run(&mut self.kevents.reg, got, |i, ev| buf[i] = ev)
+    }
+
+    /// [`Self::deliver_whole`] for `kevent_wait` on an ordinary ring (at most `limit` events,
+    /// and the ring's free slots): the events go into the ring, published at once.
+    pub(super) fn deliver_whole_ring(
+        &mut self,
+        got: &[libc::epoll_event],
+        limit: usize,
+        cap: usize,
+    ) -> usize {
+        let room = match &self.ring {
+            Some(r) if !r.is_async() => limit.min(r.free() as usize),
+            _ => return 0,
+        };
+        if !self.settles(got.len(), 1, cap, room) {
+            return 0;
         }
+        let Some(ring) = self.ring.as_mut() else {
+            return 0;
+        };
+        let k = whole_run(&mut self.kevents.reg, got, |_, ev| {
+            let pushed = ring.push(&ev);
+            debug_assert!(pushed, "room was checked");
+        });
+        ring.publish();
         k
     }
 
@@ -470,6 +489,28 @@ fn plain_run(
         i += 1;
     }
     i
+}
+
+/// The run of [`State::deliver_whole`]: delivers the leading plain events of `got` (all of
+/// which fit), unstamped, handing the `i`-th to `emit(i, event)`; returns how many.
+#[inline]
+fn whole_run(
+    reg: &mut crate::registry::Registry<crate::kevent::Kevent>,
+    got: &[libc::epoll_event],
+    mut emit: impl FnMut(usize, ukevent),
+) -> usize {
+    let mut k = 0;
+    while k < got.len() {
+        let ev = &got[k];
+        let Some((kev, o)) = plain_event(reg, ev) else {
+            break;
+        };
+        kev.revents = ev.events;
+        kev.pending = 0;
+        emit(k, kev.uk.event(o.ret_flags, o.ret_data));
+        k += 1;
+    }
+    k
 }
 
 /// The kevent of a plain event, and its delivery's outcome: a live, unqueued, unmarked fd

@@ -419,7 +419,7 @@ impl Queue {
                 self.prove()?;
                 return Ok(0);
             }
-            Ok(Pre::Go(deadline)) => (deadline, None),
+            Ok(Pre::Go(deadline)) => return self.wait_ordinary(num as usize, deadline),
             Ok(Pre::Async(deadline)) => (deadline, Some(old_uidx)),
             Err(e) => {
                 // A closed queue fd is EBADF whatever the other arguments say.
@@ -432,6 +432,29 @@ impl Queue {
             n: 0,
         };
         self.collect_gated(1, &mut sink, deadline, gate)
+    }
+
+    /// `kevent_wait` on an ordinary ring once its arguments passed: as `get_events`, a wait
+    /// that its first harvest settles delivers into the ring and returns from here.
+    fn wait_ordinary(&self, num: usize, deadline: Deadline) -> Result<u32, Errno> {
+        // Decision P34: SIGNAL kevents whose handler a program replaced get it back.
+        crate::signal::dispatch::reclaim_if_due();
+        let mut h = sys::Harvest::new();
+        let (cap, first) = self.harvest_first(&mut h, num);
+        let mut st = self.lock();
+        let mut whole = 0;
+        if first.is_ok() {
+            whole = st.deliver_whole_ring(h.got(), num, cap);
+            if whole == h.got().len() && whole > 0 {
+                st.sync_wake(self.ctx());
+                return Ok(whole as u32);
+            }
+        }
+        let mut sink = Sink::Ring {
+            limit: num,
+            n: whole,
+        };
+        self.collect_rest(&mut h, cap, first, st, whole, 1, &mut sink, deadline, None)
     }
 
     /// `kevent_commit`.
