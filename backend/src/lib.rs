@@ -523,6 +523,42 @@ pub unsafe fn init(
     }
 }
 
+/// Declares, on `b`, that the caller owns queue `fd` and sees every close of it (decision
+/// P65): on the fallback, while the returned [`QueueOwner`] lives, the engine's calls on the
+/// queue skip the proof that the number still names it
+/// ([`kevent_fallback::caller_owns`]: `kevent_commit`'s only system call). Natively it does
+/// nothing (the kernel proves the fd inside each call's own system call).
+///
+/// # Errors
+///
+/// On the fallback, `EBADF`/`EINVAL` for a number that is not a queue.
+///
+/// # Safety
+///
+/// Until the returned [`QueueOwner`] is dropped, `fd` stays open and names this queue (no
+/// `close()`, no `dup2()` onto it), and the ring memory registered with [`init`] stays valid.
+pub unsafe fn owns_queue(b: Backend, fd: RawFd) -> Result<QueueOwner, Errno> {
+    match b {
+        Backend::Native(_) => Ok(QueueOwner { _fallback: None }),
+        Backend::Fallback => {
+            // SAFETY: this function's contract is the engine's.
+            let owner = unsafe { kevent_fallback::caller_owns(fd) }?;
+            Ok(QueueOwner {
+                _fallback: Some(owner),
+            })
+        }
+    }
+}
+
+/// What [`owns_queue`] returns: the declaration lasts until this is dropped (to be dropped
+/// before the queue fd is closed and before its ring memory is freed).
+#[derive(Debug)]
+#[must_use = "the declaration ends when the QueueOwner is dropped"]
+pub struct QueueOwner {
+    /// Kept for its drop (the fallback's declaration); `None` natively.
+    _fallback: Option<kevent_fallback::QueueOwner>,
+}
+
 /// `fcntl(fd, F_SETFL, O_NONBLOCK)` on or off (used by the safe API's queue builder).
 ///
 /// # Errors

@@ -108,7 +108,9 @@ pub struct RawQueue {
     pub backend: Backend,
     /// Rust dispatch or C functions.
     via: Via,
-    // Drop order matters: the fd is closed before the ring memory is freed.
+    // Drop order matters: the declaration of P65 ends before the fd is closed, and the fd
+    // is closed before the ring memory is freed.
+    owner: Option<kevent_backend::QueueOwner>,
     fd: OwnedFd,
     ring: Option<RingMem>,
     /// Consumer index: one past the last entry committed (what `kevent_wait` is given).
@@ -168,6 +170,7 @@ impl RawQueue {
         Ok(RawQueue {
             backend,
             via,
+            owner: None,
             // SAFETY: `init` just returned this fd and nothing else owns it.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
             ring,
@@ -202,6 +205,7 @@ impl RawQueue {
         Ok(RawQueue {
             backend,
             via: Via::Rust,
+            owner: None,
             // SAFETY: `init` just returned this fd and nothing else owns it.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
             ring: Some(ring),
@@ -246,6 +250,27 @@ impl RawQueue {
             timeout,
             0,
         )
+    }
+
+    /// Declares that this queue owns its fd and sees every close of it (decision P65): on
+    /// the fallback its calls then skip the proof that the number still names the queue
+    /// (the commit's only system call). Only for the Rust dispatch: the C library has no
+    /// such entry point (P65). Until the queue drops, as `kevent::Queue` does.
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` for a queue driven through the C functions; the engine's errors.
+    pub fn declare_owner(&mut self) -> Result<(), Errno> {
+        if self.via != Via::Rust {
+            return Err(Errno::EINVAL);
+        }
+        if self.owner.is_none() {
+            // SAFETY: this value owns the fd (closed only by its drop, after `owner`, field
+            // order) and the ring (freed after both); nothing here closes or replaces the
+            // number meanwhile.
+            self.owner = Some(unsafe { kevent_backend::owns_queue(self.backend, self.fd()) }?);
+        }
+        Ok(())
     }
 
     /// Defers commits until `k` read entries are uncommitted (at most the ring's usable

@@ -158,6 +158,50 @@ pub fn caller_sees_close(fd: RawFd) -> Result<(), Errno> {
     })
 }
 
+/// Declares that the caller owns queue `fd` and sees every `close()` of it (decision P65):
+/// while the returned [`QueueOwner`] lives, no call on this queue proves that the number still
+/// names it (P54's `epoll_ctl`: `kevent_commit`'s only system call, `kevent_ctl`'s, the
+/// stale-`old_uidx` and argument-error returns of `kevent_wait`, and the check of a wait
+/// whose first harvest brought nothing of the queue's). A sleeping wait still checks after
+/// each empty slice (P14), and a harvest with tokens that are not the queue's still makes a
+/// call check.
+///
+/// Made for an owner such as the safe API's `kevent::Queue` (an `OwnedFd` and the ring
+/// memory in one value, dropping the `QueueOwner` first). More than one may live; the proofs
+/// are back once the last is dropped.
+///
+/// # Errors
+///
+/// Those of [`kevent_ctl`] for a number that is not a queue: `EBADF`, `EINVAL`.
+///
+/// # Safety
+///
+/// Until the returned [`QueueOwner`] is dropped, `fd` stays open and names this queue (no
+/// `close()`, no `dup2()` onto it), and the ring memory given to [`kevent_init`] stays valid
+/// (as that function requires until the fd is closed): a call on a closed or reused number
+/// would otherwise go on without noticing, and write the ring.
+#[allow(unsafe_code)]
+pub unsafe fn caller_owns(fd: RawFd) -> Result<QueueOwner, Errno> {
+    let q = fdtable::lookup(fd)?;
+    q.prove()?;
+    q.owner_declared();
+    Ok(QueueOwner { q })
+}
+
+/// A declaration of [`caller_owns`]: the queue's calls skip the proof that its number still
+/// names it until this is dropped (decision P65).
+#[derive(Debug)]
+#[must_use = "the declaration ends when the QueueOwner is dropped"]
+pub struct QueueOwner {
+    q: Arc<Queue>,
+}
+
+impl Drop for QueueOwner {
+    fn drop(&mut self) {
+        self.q.owner_gone();
+    }
+}
+
 /// `kevent_ctl(fd, cmd, events.len(), events)`—ADD, REMOVE, MODIFY or READY.
 ///
 /// Returns what spec section 3 says per command: ADD, the number of entries written back to

@@ -89,7 +89,12 @@ impl Ring {
 
     /// An asynchronous ring: loads the consumer's `ring_uidx` (Acquire) into the engine's
     /// view of it. Nothing on an ordinary ring.
+    #[inline]
     pub(crate) fn refresh(&mut self) {
+        // Asked first, inline: an ordinary ring (every commit's case) makes no call.
+        if !self.is_async() {
+            return;
+        }
         if let Some(u) = self.view.uidx() {
             self.uidx = u;
         }
@@ -159,8 +164,10 @@ impl Ring {
         let c = ring::commit(self.view.size(), self.kidx, uidx, self.over, new_uidx, over)?;
         if c.released > 0 {
             self.uidx = c.uidx;
-            // Only an asynchronous ring has a tail to store into.
-            let _ = self.view.store_uidx(c.uidx);
+            if self.is_async() {
+                // Only an asynchronous ring has a tail to store into.
+                let _ = self.view.store_uidx(c.uidx);
+            }
             if c.over != self.over {
                 self.over = c.over;
                 self.view.store_over(c.over);

@@ -14,16 +14,18 @@ use crate::registration::{AddError, Added, Guard, Registration};
 use crate::ring::{RingConsumer, RingMem, SharedRing};
 use crate::source::{Kevent, Source};
 use crate::timeout::Timeout;
-use kevent_backend::Backend;
+use kevent_backend::{Backend, QueueOwner};
 
 /// What a queue shares with its registrations.
 #[derive(Debug)]
 pub(crate) struct Inner {
     // Field order is drop order: the key owners first (their drop removes the SIGNAL kevents
-    // while the fd is open, P17), then the fd is closed *before* the ring memory is
-    // released, as `kevent_init`'s contract requires (the engine may write the ring until
-    // then).
+    // while the fd is open, P17), then the declaration that the queue owns its fd (P65: the
+    // engine proves the fd again from here on), then the fd is closed *before* the ring
+    // memory is released, as `kevent_init`'s contract requires (the engine may write the
+    // ring until then).
     pub(crate) keys: Keys,
+    _owner: QueueOwner,
     pub(crate) fd: OwnedFd,
     pub(crate) ring: Option<RingMem>,
     pub(crate) backend: Backend,
@@ -152,10 +154,12 @@ impl Builder {
             }
             Some(n) => Some(RingMem::new(n, &backend).map_err(|e| Error::invalid(Op::Init, e))?),
         };
-        let fd = crate::ring::init(&backend, ring.as_ref()).map_err(|e| Error::os(Op::Init, e))?;
+        let (fd, owner) =
+            crate::ring::init(&backend, ring.as_ref()).map_err(|e| Error::os(Op::Init, e))?;
         let queue = Queue {
             inner: Arc::new(Inner {
                 keys: Keys::new(backend, fd.as_raw_fd()),
+                _owner: owner,
                 fd,
                 ring,
                 backend,

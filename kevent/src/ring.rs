@@ -40,6 +40,14 @@
 //!   (`PROT_NONE`) reservation, where such writes fail with `EFAULT` (address space is kept,
 //!   memory is returned). The fallback engine recognises a queue by its fd number only, so a
 //!   duplicate is not a queue there and its ring is simply unmapped.
+//! * On the fallback the queue declares that it owns its fd and sees every close of it
+//!   (decision P65, [`kevent_backend::owns_queue`]): while the declaration lives, the engine
+//!   skips its proof that the number still names the queue (the commit's only system call)
+//!   and may write the ring without one. The declaration is dropped before the fd is closed
+//!   and before the ring is freed (field order of `Inner`), so the engine never writes the
+//!   ring unproven once the queue is gone. Closing the fd behind the queue's back (unsafe
+//!   code: `libc::close`, `dup2` onto it) breaks Rust's I/O safety, not memory safety: the
+//!   ring the engine then writes is still this queue's mapping, alive until the queue drops.
 //! * A slot is read, or referenced as `&Event`, only between the consumer index and the
 //!   published `ring_kidx`. The producer writes only free slots, and a slot becomes free only
 //!   when a commit releases it; this module commits a slot only after every reader of it is
@@ -60,7 +68,7 @@ use crate::error::{Error, Op, Result};
 use crate::event::Event;
 use crate::queue::Queue;
 use crate::timeout::Timeout;
-use kevent_backend::Backend;
+use kevent_backend::{Backend, QueueOwner};
 
 /// The largest ring this crate allocates: 2^22 slots (160 MiB of address space, touched
 /// only as it fills).
@@ -217,11 +225,12 @@ impl RingMem {
 }
 
 /// `kevent_init(ring, n, flags)` through `backend`, adopting the new fd (`flags` is
-/// `KEVENT_INIT_ASYNC_RING` for an asynchronous ring, else 0).
+/// `KEVENT_INIT_ASYNC_RING` for an asynchronous ring, else 0), and the declaration that the
+/// queue owns it (P65, the module's `# Safety`), to be dropped before the fd.
 pub(crate) fn init(
     backend: &Backend,
     ring: Option<&RingMem>,
-) -> std::result::Result<OwnedFd, Errno> {
+) -> std::result::Result<(OwnedFd, QueueOwner), Errno> {
     let (ptr, n, flags) = match ring {
         Some(r) => (r.view.base().as_ptr(), r.n, init_flags(r)),
         None => (std::ptr::null_mut(), 0, 0),
@@ -235,7 +244,12 @@ pub(crate) fn init(
         return Err(Errno::EIO);
     }
     // SAFETY: kevent_init returned a new fd that nothing else owns; we take ownership once.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: the queue owns `fd` (closed only by its drop, after the declaration's) and the
+    // ring (freed after both), so the number names the queue and the ring is valid while
+    // the declaration lives (the module's `# Safety`).
+    let owner = unsafe { kevent_backend::owns_queue(*backend, fd.as_raw_fd()) }?;
+    Ok((fd, owner))
 }
 
 /// How many produced entries lie at or after `pos` (absolute): the ring's occupancy from

@@ -196,3 +196,29 @@ fn d13_multi_threaded_consumer_exact_accounting() {
     drop(ring);
     drop(regs);
 }
+
+/// Decision P65: on the fallback a `Queue` declares that it owns its fd, so its commits
+/// make no proof that the number still names the queue (their only system call). Replacing
+/// the fd behind the queue's back (unsafe code, here an atomic `dup2` of `/dev/null` onto
+/// it) breaks I/O safety, not memory safety: the commit goes on unproven and writes only the
+/// ring the `Queue` still owns (a proof would have answered `EINVAL`). The queue's drop then
+/// ends the declaration before it closes the number (now `/dev/null`'s) and frees the ring.
+#[test]
+fn p65_fallback_queue_commits_without_a_proof_and_stays_memory_safe() {
+    use std::os::fd::AsRawFd;
+    let q = Queue::builder()
+        .ring_size(4)
+        .backend(kevent::Backend::fallback())
+        .build()
+        .unwrap();
+    let _u = users(&q, 1..2);
+    let mut ring = q.ring().unwrap();
+    q.ready(&[Key::user(1)]).unwrap();
+    let mut snap = ring.wait(Duration::from_secs(5)).unwrap();
+    assert_eq!(snap.next().map(|e| e.key().id()), Some(1));
+    let null = std::fs::File::open("/dev/null").unwrap();
+    // SAFETY: plain fds; this deliberately replaces the queue's number (see above).
+    let replaced = unsafe { libc::dup2(null.as_raw_fd(), q.as_raw_fd()) };
+    assert_eq!(replaced, q.as_raw_fd());
+    assert_eq!(snap.commit().unwrap(), 1);
+}

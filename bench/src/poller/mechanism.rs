@@ -31,8 +31,12 @@ pub(super) enum Mech {
     /// `kevent_get_events` on backend `.0` (index into the machine's backends).
     KeventGet(usize),
     /// `kevent_wait` + ring + `kevent_commit` on backend `.0`; `.1`: commits deferred until
-    /// half the ring is read.
+    /// half the ring is read. Like every Rust row, its queue declares that it owns its fd
+    /// (decision P65: on the fallback, no commit proves the number).
     KeventRing(usize, bool),
+    /// [`Mech::KeventRing`] (a commit per wait) on backend `.0` without P65's declaration:
+    /// on the fallback every commit proves the number (P54's `epoll_ctl`). Fallback rows only.
+    KeventRingProved(usize),
     /// The asynchronous ring (P38) on backend `.0`: events read with no system call while
     /// the ring has any, `kevent_wait` only when it is empty. Its kevents are edge-triggered
     /// (`KEVENT_REQ_ET`): natively only those are posted by the producer as they occur (a
@@ -61,6 +65,12 @@ impl Mech {
             }
             Mech::KeventRing(b, true) => {
                 format!("kevent ring, batched commit ({})", backends[b].as_str())
+            }
+            Mech::KeventRingProved(b) => {
+                format!(
+                    "kevent ring, every commit proved ({})",
+                    backends[b].as_str()
+                )
             }
             Mech::KeventAsync(b) => format!("kevent async ring ({})", backends[b].as_str()),
             Mech::CGet(b) => format!("C kevent_get_events ({})", backends[b].as_str()),
@@ -93,6 +103,7 @@ impl Mech {
             Mech::KeventRing(b, true) => {
                 format!("kevent_ring_batched_commit_{}", backends[b].as_str())
             }
+            Mech::KeventRingProved(b) => format!("kevent_ring_proved_{}", backends[b].as_str()),
             Mech::KeventAsync(b) => format!("kevent_async_ring_{}", backends[b].as_str()),
             Mech::CGet(b) => format!("c_kevent_get_events_{}", backends[b].as_str()),
             Mech::CRing(b) => format!("c_kevent_ring_{}", backends[b].as_str()),
@@ -199,12 +210,16 @@ impl Poller {
             }
             Mech::KeventGet(b)
             | Mech::KeventRing(b, _)
+            | Mech::KeventRingProved(b)
             | Mech::KeventAsync(b)
             | Mech::CGet(b)
             | Mech::CRing(b) => {
                 let ring = if matches!(
                     m,
-                    Mech::KeventRing(..) | Mech::CRing(_) | Mech::KeventAsync(_)
+                    Mech::KeventRing(..)
+                        | Mech::KeventRingProved(_)
+                        | Mech::CRing(_)
+                        | Mech::KeventAsync(_)
                 ) {
                     1024
                 } else {
@@ -219,6 +234,14 @@ impl Poller {
                     }
                     _ => RawQueue::new(backends[b], ring).expect("kevent_init"),
                 };
+                let mut q = q;
+                if matches!(
+                    m,
+                    Mech::KeventGet(_) | Mech::KeventRing(..) | Mech::KeventAsync(_)
+                ) {
+                    // P65: a Rust owner of its fd and ring; the C rows cannot declare it.
+                    q.declare_owner().expect("declare the queue's owner (P65)");
+                }
                 let req = if matches!(m, Mech::KeventAsync(_)) {
                     KEVENT_REQ_ET
                 } else {
@@ -367,6 +390,7 @@ mod tests {
                 Mech::KeventGet(0),
                 Mech::KeventRing(0, false),
                 Mech::KeventRing(0, true),
+                Mech::KeventRingProved(0),
                 Mech::KeventAsync(0),
                 Mech::CGet(0),
                 Mech::CRing(0),

@@ -100,6 +100,10 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
         mechs.push(Mech::KeventGet(b));
         mechs.push(Mech::KeventRing(b, false));
         mechs.push(Mech::KeventRing(b, true));
+        if backend == Backend::Fallback {
+            // P65: the ring row declares its queue's owner; this one proves every commit.
+            mechs.push(Mech::KeventRingProved(b));
+        }
         // P38: a kevent kernel without the asynchronous ring refuses the flag (EINVAL).
         match crate::rawqueue::RawQueue::new_async(backend, 4) {
             Ok(_) => mechs.push(Mech::KeventAsync(b)),
@@ -259,6 +263,7 @@ pub fn rounds_command(args: &[String]) -> std::io::Result<u8> {
         "get_events" => Mech::KeventGet(0),
         "ring" => Mech::KeventRing(0, false),
         "ring-batched" => Mech::KeventRing(0, true),
+        "ring-proved" => Mech::KeventRingProved(0),
         "async-ring" => Mech::KeventAsync(0),
         "c-get_events" => Mech::CGet(0),
         "c-ring" => Mech::CRing(0),

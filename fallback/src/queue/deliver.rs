@@ -327,46 +327,64 @@ impl State {
         }
     }
 
+    /// Whether a first harvest of `got` events (of capacity `cap`) may settle a call that
+    /// wants at least `want` and can take `room`: nothing is queued or owed (`orphans`), at
+    /// least `want` events came, fewer than the harvest could hold (epoll has nothing more),
+    /// and they all fit.
+    fn settles(&self, got: usize, want: usize, cap: usize, room: usize) -> bool {
+        !self.dead
+            && self.kevents.queued == 0
+            && self.orphans.is_empty()
+            && got < cap
+            && got <= room
+            && got >= want
+    }
+
     /// A whole `kevent_get_events` (no ring) in one pass when its first harvest may settle
-    /// it: nothing is queued or owed (`orphans`), at least `want` events came, fewer than the
-    /// harvest could hold (epoll has nothing more), and they all fit in `buf` after the `n`
-    /// already there. The leading plain events (see [`plain_event`]) are delivered by the
-    /// rules of `deliver_reported`; returns how many. When that is all of `got`, the call
-    /// returns at once: it never sleeps, so nothing needs recording for a later search, and
-    /// a live kevent's token proves that the queue fd is this queue (as `proves_identity`
-    /// does). Otherwise the wait goes on with the rest, and records the delivered prefix in
-    /// `Call::taken` itself.
+    /// it ([`Self::settles`]). The leading plain events (see [`plain_event`]) are delivered
+    /// by the rules of `deliver_reported`; returns how many. When that is all of `got`, the
+    /// call returns at once: it never sleeps, so it needs no number of its own (one harvest
+    /// holds each epoll item once, so nothing can be delivered twice in it: spec section 4's
+    /// at most once per wait) and stamps nothing, and a live kevent's token proves that the
+    /// queue fd is this queue (as `proves_identity` does). Otherwise the wait goes on with
+    /// the rest, and records the delivered prefix in `Call::taken` itself.
     pub(super) fn deliver_whole(
         &mut self,
         got: &[libc::epoll_event],
-        id: u32,
         want: usize,
         cap: usize,
         buf: &mut [ukevent],
-        n: &mut usize,
     ) -> usize {
-        if self.dead
-            || self.kevents.queued != 0
-            || !self.orphans.is_empty()
-            || self.ring.is_some()
-            || got.len() >= cap
-            || got.len() > buf.len() - *n
-            || *n + got.len() < want
-        {
+        if self.ring.is_some() || !self.settles(got.len(), want, cap, buf.len()) {
             return 0;
         }
-        let mut k = 0;
-        for (ev, dst) in got.iter().zip(&mut buf[*n..]) {
-            let Some((kev, o)) = plain_event(&mut self.kevents.reg, ev, id) else {
-                break;
-            };
-            kev.revents = ev.events;
-            kev.stamp = id;
-            kev.pending = 0;
-            *dst = kev.uk.event(o.ret_flags, o.ret_data);
-            k += 1;
+        let buf = &mut buf[..got.len()];
+        whole_run(&mut self.kevents.reg, got, |i, ev| buf[i] = ev)
+    }
+
+    /// [`Self::deliver_whole`] for `kevent_wait` on an ordinary ring (at most `limit` events,
+    /// and the ring's free slots): the events go into the ring, published at once.
+    pub(super) fn deliver_whole_ring(
+        &mut self,
+        got: &[libc::epoll_event],
+        limit: usize,
+        cap: usize,
+    ) -> usize {
+        let room = match &self.ring {
+            Some(r) if !r.is_async() => limit.min(r.free() as usize),
+            _ => return 0,
+        };
+        if !self.settles(got.len(), 1, cap, room) {
+            return 0;
         }
-        *n += k;
+        let Some(ring) = self.ring.as_mut() else {
+            return 0;
+        };
+        let k = whole_run(&mut self.kevents.reg, got, |_, ev| {
+            let pushed = ring.push(&ev);
+            debug_assert!(pushed, "room was checked");
+        });
+        ring.publish();
         k
     }
 
@@ -456,9 +474,13 @@ fn plain_run(
 ) -> usize {
     let mut i = 0;
     while let (Some(ev), true) = (got.get(i), i < room) {
-        let Some((kev, o)) = plain_event(&mut kevents.reg, ev, call.id) else {
+        let Some((kev, o)) = plain_event(&mut kevents.reg, ev) else {
             break;
         };
+        if kev.stamp == call.id {
+            // Delivered by this wait already (at most once per wait): `absorb` decides.
+            break;
+        }
         kev.revents = ev.events;
         kev.stamp = call.id;
         kev.pending = 0;
@@ -469,8 +491,31 @@ fn plain_run(
     i
 }
 
-/// The kevent of a plain event of a wait numbered `id`, and its delivery's outcome: a live,
-/// unqueued, unmarked fd kevent that this wait has not delivered, reported ready by epoll
+/// The run of [`State::deliver_whole`]: delivers the leading plain events of `got` (all of
+/// which fit), unstamped, handing the `i`-th to `emit(i, event)`; returns how many.
+#[inline]
+fn whole_run(
+    reg: &mut crate::registry::Registry<crate::kevent::Kevent>,
+    got: &[libc::epoll_event],
+    mut emit: impl FnMut(usize, ukevent),
+) -> usize {
+    let mut k = 0;
+    while k < got.len() {
+        let ev = &got[k];
+        let Some((kev, o)) = plain_event(reg, ev) else {
+            break;
+        };
+        kev.revents = ev.events;
+        kev.pending = 0;
+        emit(k, kev.uk.event(o.ret_flags, o.ret_data));
+        k += 1;
+    }
+    k
+}
+
+/// The kevent of a plain event, and its delivery's outcome: a live, unqueued, unmarked fd
+/// kevent (whether this wait delivered it already is the caller's to check), reported ready
+/// by epoll
 /// without an error or hang-up bit (its report reads nothing but `revents`, no system call),
 /// that stays registered and wakes nobody (neither ONESHOT nor WAKEUP_ALL). `None` for every
 /// other event. Changes nothing.
@@ -478,7 +523,6 @@ fn plain_run(
 fn plain_event<'r>(
     reg: &'r mut crate::registry::Registry<crate::kevent::Kevent>,
     ev: &libc::epoll_event,
-    id: u32,
 ) -> Option<(&'r mut crate::kevent::Kevent, rules::Outcome)> {
     let quiet = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
     let (generation, slot) = token::split(ev.u64);
@@ -487,7 +531,7 @@ fn plain_event<'r>(
     }
     let kev = reg.live_mut(slot, generation)?;
     let req = kev.uk.req_flags;
-    if kev.queued || kev.stamp == id || rules::wakes_all(req) {
+    if kev.queued || rules::wakes_all(req) {
         return None;
     }
     let Some(Some(Report::Ready(data))) = source::report_fresh_fd(kev, ev.events) else {

@@ -114,6 +114,9 @@ pub(crate) struct Queue {
     /// The caller sees every close of the queue fd ([`crate::caller_sees_close`]): `ctl`
     /// does not check the fd.
     trusted: AtomicBool,
+    /// Live [`crate::QueueOwner`]s (decision P65): while there is one, no call checks the fd
+    /// but where a sleeping wait or a foreign token asks (see [`Queue::prove`]).
+    owners: AtomicU32,
     state: Mutex<State>,
 }
 
@@ -144,6 +147,7 @@ impl Queue {
             ring_shape,
             ring_uidx: AtomicU32::new(0),
             trusted: AtomicBool::new(false),
+            owners: AtomicU32::new(0),
             state: Mutex::new(State {
                 kevents: Kevents::new(nonce),
                 orphans: SegDeque::new(),
@@ -214,6 +218,33 @@ impl Queue {
         self.trusted.store(true, Ordering::Relaxed);
     }
 
+    /// A [`crate::QueueOwner`] was made (decision P65).
+    pub(crate) fn owner_declared(&self) {
+        self.owners.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A [`crate::QueueOwner`] was dropped: the proofs are back once no other one lives.
+    /// Release: the owner's close of the fd (and its freeing of the ring) come after.
+    pub(crate) fn owner_gone(&self) {
+        self.owners.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Whether a [`crate::QueueOwner`] of this queue lives (decision P65). Acquire, paired
+    /// with [`Queue::owner_gone`]: a call that sees no owner sees the proofs due.
+    #[inline]
+    fn owned(&self) -> bool {
+        self.owners.load(Ordering::Acquire) != 0
+    }
+
+    /// The proof of [`Queue::verify`] where only the caller's promise could make it
+    /// needless: skipped while a [`crate::QueueOwner`] of the queue lives (decision P65).
+    /// The checks that are not about a closed number's answer stay `verify` (a sleeping
+    /// wait's empty slice, P14; tokens that are not the queue's; the table's sweep).
+    #[inline]
+    pub(crate) fn prove(&self) -> Result<(), Errno> {
+        if self.owned() { Ok(()) } else { self.verify() }
+    }
+
     /// Whether [`Queue::verify`] found the queue fd closed or reused.
     pub(crate) fn is_gone(&self) -> bool {
         self.gone.load(Ordering::Relaxed)
@@ -251,7 +282,7 @@ impl Queue {
             return Err(Errno::EINVAL);
         }
         if !self.trusted.load(Ordering::Relaxed) {
-            self.verify()?;
+            self.prove()?;
         }
         let ctx = self.ctx();
         let mut st = self.lock();
@@ -323,11 +354,28 @@ impl Queue {
         if self.is_async() {
             // P38: an asynchronous ring's events are read from the ring only (and a closed
             // queue fd is EBADF first).
-            self.verify()?;
+            self.prove()?;
             return Err(Errno::EINVAL);
         }
-        let mut sink = Sink::Buffer { buf, n: 0 };
-        self.collect(min_nr.max(1) as usize, &mut sink, deadline)
+        let want = min_nr.max(1) as usize;
+        // Decision P34: SIGNAL kevents whose handler a program replaced get it back.
+        crate::signal::dispatch::reclaim_if_due();
+        let mut h = sys::Harvest::new();
+        let (cap, first) = self.harvest_first(&mut h, buf.len());
+        let mut st = self.lock();
+        let mut whole = 0;
+        if first.is_ok() {
+            // The busy server's call: its first harvest may settle it.
+            whole = st.deliver_whole(h.got(), want, cap, buf);
+            if whole == h.got().len() && whole > 0 {
+                st.sync_wake(self.ctx());
+                return Ok(whole as u32);
+            }
+        }
+        let mut sink = Sink::Buffer { buf, n: whole };
+        self.collect_rest(
+            &mut h, cap, first, st, whole, want, &mut sink, deadline, None,
+        )
     }
 
     /// `kevent_wait`.
@@ -368,14 +416,14 @@ impl Queue {
         });
         let (deadline, gate) = match checked {
             Ok(Pre::Stale) => {
-                self.verify()?;
+                self.prove()?;
                 return Ok(0);
             }
-            Ok(Pre::Go(deadline)) => (deadline, None),
+            Ok(Pre::Go(deadline)) => return self.wait_ordinary(num as usize, deadline),
             Ok(Pre::Async(deadline)) => (deadline, Some(old_uidx)),
             Err(e) => {
                 // A closed queue fd is EBADF whatever the other arguments say.
-                self.verify()?;
+                self.prove()?;
                 return Err(e);
             }
         };
@@ -386,12 +434,36 @@ impl Queue {
         self.collect_gated(1, &mut sink, deadline, gate)
     }
 
+    /// `kevent_wait` on an ordinary ring once its arguments passed: as `get_events`, a wait
+    /// that its first harvest settles delivers into the ring and returns from here.
+    fn wait_ordinary(&self, num: usize, deadline: Deadline) -> Result<u32, Errno> {
+        // Decision P34: SIGNAL kevents whose handler a program replaced get it back.
+        crate::signal::dispatch::reclaim_if_due();
+        let mut h = sys::Harvest::new();
+        let (cap, first) = self.harvest_first(&mut h, num);
+        let mut st = self.lock();
+        let mut whole = 0;
+        if first.is_ok() {
+            whole = st.deliver_whole_ring(h.got(), num, cap);
+            if whole == h.got().len() && whole > 0 {
+                st.sync_wake(self.ctx());
+                return Ok(whole as u32);
+            }
+        }
+        let mut sink = Sink::Ring {
+            limit: num,
+            n: whole,
+        };
+        self.collect_rest(&mut h, cap, first, st, whole, 1, &mut sink, deadline, None)
+    }
+
     /// `kevent_commit`.
     ///
     /// On an asynchronous ring the consumer index is `ring_uidx` (P38), and the commit then
     /// posts what waits in the queue into the slots it freed (decision P41).
     pub(crate) fn commit(&self, new_uidx: u32, over: u32) -> Result<u32, Errno> {
-        self.verify()?;
+        // Its only system call, unless an owner sees every close (decision P65).
+        self.prove()?;
         let mut st = self.lock();
         st.refresh_ring();
         let ring = st.ring.as_mut().ok_or(Errno::EINVAL)?;

@@ -3,25 +3,27 @@
 
 use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
+use std::sync::MutexGuard;
 
 use kevent_sys::{Errno, KEVENT_FLAGS_ABSTIME, KEVENT_RET_COPY_FAILED, ukevent};
 
 use super::deliver::Call;
-use super::{HARVEST, Queue, SLICE_NS};
+use super::{HARVEST, Queue, SLICE_NS, State};
 
 /// How long a wait naps between harvests while an item nobody can remove keeps the queue's
 /// epoll ready (decision P32).
 const BLIND_NAP_NS: u64 = 10_000_000;
 use crate::ring::Ring;
-use crate::sys;
+use crate::sys::{self, Harvest};
 
 /// When a wait gives up.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Deadline {
     /// `{0, 0}`: do not block.
     Now,
-    /// A relative timeout on CLOCK_MONOTONIC, in ns, counted from the first time it is needed.
-    Relative(u64),
+    /// A relative timeout on CLOCK_MONOTONIC, as the caller gave it (checked), counted from
+    /// the first time it is needed: a call that never sleeps never converts it.
+    Relative(libc::timespec),
     /// An absolute CLOCK_MONOTONIC time.
     Monotonic(u64),
     /// An absolute CLOCK_REALTIME time (`KEVENT_FLAGS_ABSTIME`).
@@ -30,17 +32,24 @@ pub(crate) enum Deadline {
 
 impl Deadline {
     /// Checks a timeout and the wait flags (**D1**, **D5**).
+    #[inline]
     pub(crate) fn parse(timeout: &libc::timespec, flags: u32) -> Result<Deadline, Errno> {
         if flags & !KEVENT_FLAGS_ABSTIME != 0 {
             return Err(Errno::EINVAL);
         }
-        let ns = crate::timer::timespec_to_ns(timeout).ok_or(Errno::EINVAL)?;
-        Ok(if flags & KEVENT_FLAGS_ABSTIME != 0 {
-            Deadline::Realtime(ns)
-        } else if ns == 0 {
+        if flags & KEVENT_FLAGS_ABSTIME != 0 {
+            let ns = crate::timer::timespec_to_ns(timeout).ok_or(Errno::EINVAL)?;
+            return Ok(Deadline::Realtime(ns));
+        }
+        // D5's checks of `timespec_to_ns`, without the conversion.
+        let nsec_ok = u64::try_from(timeout.tv_nsec).is_ok_and(|n| n < 1_000_000_000);
+        if timeout.tv_sec < 0 || !nsec_ok {
+            return Err(Errno::EINVAL);
+        }
+        Ok(if timeout.tv_sec == 0 && timeout.tv_nsec == 0 {
             Deadline::Now
         } else {
-            Deadline::Relative(ns)
+            Deadline::Relative(*timeout)
         })
     }
 
@@ -48,7 +57,9 @@ impl Deadline {
     pub(super) fn remaining(&mut self) -> u64 {
         match *self {
             Deadline::Now => 0,
-            Deadline::Relative(ns) => {
+            Deadline::Relative(ts) => {
+                // Checked by `parse`: never `None`, and a very large timeout saturates (D6).
+                let ns = crate::timer::timespec_to_ns(&ts).unwrap_or(u64::MAX);
                 let end = crate::timer::monotonic_now_ns().saturating_add(ns);
                 *self = Deadline::Monotonic(end);
                 ns
@@ -124,14 +135,60 @@ impl Queue {
         &self,
         want: usize,
         sink: &mut Sink<'_>,
+        deadline: Deadline,
+        gate: Option<u32>,
+    ) -> Result<u32, Errno> {
+        // Decision P34: SIGNAL kevents whose handler a program replaced get it back.
+        crate::signal::dispatch::reclaim_if_due();
+        let mut h = Harvest::new();
+        let first_cap = match sink {
+            Sink::Buffer { buf, .. } => buf.len(),
+            Sink::Ring { limit, .. } => *limit,
+        };
+        let (first_cap, first) = self.harvest_first(&mut h, first_cap);
+        let st = self.lock();
+        self.collect_rest(&mut h, first_cap, first, st, 0, want, sink, deadline, gate)
+    }
+
+    /// A wait's first harvest: it never blocks and runs before the lock is taken, so that when
+    /// it finds enough (the busy server's case) a wait costs one `epoll_wait` and one lock.
+    /// `room` is what the caller can take; returns the harvest's capacity (a few more, to see
+    /// whether epoll has more) and its result (`EINTR` is an empty harvest: a zero timeout
+    /// never sleeps, so it is only a handler that ran just before, and the waiting loop looks
+    /// again).
+    #[inline]
+    pub(super) fn harvest_first(
+        &self,
+        h: &mut Harvest<HARVEST>,
+        room: usize,
+    ) -> (usize, Result<(), Errno>) {
+        let cap = room.saturating_add(8).min(HARVEST);
+        let r = match h.wait(self.epfd, cap, 0, None) {
+            Ok(_) | Err(Errno::EINTR) => Ok(()),
+            Err(e) => Err(e),
+        };
+        (cap, r)
+    }
+
+    /// The waiting loop after the first harvest (`h.got()`, of capacity `first_cap`; `first`:
+    /// its result), with the lock `st` taken after it and the first `whole` events of the
+    /// harvest already delivered into the sink (`State::deliver_whole`).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(super) fn collect_rest<'q>(
+        &'q self,
+        h: &mut Harvest<HARVEST>,
+        first_cap: usize,
+        first: Result<(), Errno>,
+        mut st: MutexGuard<'q, State>,
+        whole: usize,
+        want: usize,
+        sink: &mut Sink<'_>,
         mut deadline: Deadline,
         gate: Option<u32>,
     ) -> Result<u32, Errno> {
         let ctx = self.ctx();
         let mut call = Call::new(self.next_call());
-        // Decision P34: SIGNAL kevents whose handler a program replaced get it back.
-        crate::signal::dispatch::reclaim_if_due();
-        let mut events = [MaybeUninit::<libc::epoll_event>::uninit(); HARVEST];
         // A level kevent this wait delivered was reported again: its source is ready, so the
         // queue fd is readable and sleeping on it would return at once. It stays there (for
         // the other waiters and `poll()`, as epoll keeps a level item another call returned);
@@ -148,40 +205,18 @@ impl Queue {
         let mut held: Option<sys::SignalsHeld> = None;
         // Items that are no kevent's keep epoll ready and cannot be removed (decision P32).
         let mut blind = false;
-        // The first harvest never blocks and runs before the lock is taken: when it finds
-        // enough (the busy server's case), a wait costs one epoll_wait and one lock.
-        let first_cap = match sink {
-            Sink::Buffer { buf, .. } => buf.len(),
-            Sink::Ring { limit, .. } => *limit,
-        }
-        .saturating_add(8)
-        .min(HARVEST);
-        // A zero timeout never sleeps, so an EINTR here is only a handler that ran just
-        // before: nothing to harvest yet, the loop below looks again.
-        let first = match sys::epoll_wait(self.epfd, &mut events[..first_cap], 0, None) {
-            Err(Errno::EINTR) => Ok(&[][..]),
-            r => r,
-        };
         let mut proven;
         let mut deferred;
         // Events the asynchronous ring had received when the gate passed (P38's return).
         let mut start_pushed: Option<u64> = None;
-        let mut st = self.lock();
-        // The busy server's `kevent_get_events`: the first harvest may be the whole call.
-        let mut whole = 0;
-        if let (Ok(got), None, Sink::Buffer { buf, n }) = (&first, gate, &mut *sink) {
-            whole = st.deliver_whole(got, call.id, want, first_cap, buf, n);
-            if whole == got.len() && whole > 0 {
-                st.sync_wake(ctx);
-                return Ok(*n as u32);
-            }
-        }
         call.adopt(&mut st.taken_spare);
-        let first = first.map(|got| {
-            // What `deliver_whole` delivered: recorded, and not absorbed again.
-            call.record(got[..whole].iter().map(|ev| ev.u64));
-            (whole > 0, &got[whole..])
-        });
+        if whole > 0 {
+            // What `deliver_whole` delivered (unstamped): recorded and searchable at once, so
+            // that this wait never delivers those kevents again (at most once per wait).
+            call.record(h.got()[..whole].iter().map(|ev| ev.u64));
+            call.relocked();
+        }
+        let first = first.map(|()| (whole > 0, &h.got()[whole..]));
         match first {
             Ok((delivered, got)) => {
                 proven = delivered || st.proves_identity(got, ctx);
@@ -190,7 +225,7 @@ impl Queue {
                     // handed out, make sure the number was not closed and given to another
                     // epoll (whose events these would be; the ring may be freed memory).
                     drop(st);
-                    self.verify()?;
+                    self.prove()?;
                     proven = true;
                     st = self.lock();
                 }
@@ -317,7 +352,7 @@ impl Queue {
             let harvest = if napped_into_signal {
                 Err(Errno::EINTR)
             } else {
-                sys::epoll_wait(self.epfd, &mut events[..cap], slice, mask)
+                h.wait(self.epfd, cap, slice, mask)
             };
             let r = match harvest {
                 Err(Errno::EINTR) => {
@@ -394,7 +429,7 @@ impl Queue {
         drop(st);
         result?;
         if sink.count() == 0 && !proven {
-            self.verify()?;
+            self.prove()?;
         }
         Ok(gained.unwrap_or(sink.count() as u32))
     }

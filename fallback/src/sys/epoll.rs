@@ -146,6 +146,51 @@ pub(crate) fn epoll_wait<'a>(
     Ok(unsafe { std::slice::from_raw_parts(ptr, n) })
 }
 
+/// A harvest buffer of `N` epoll events and the initialised prefix the last
+/// [`Harvest::wait`] left in it ([`Harvest::got`]), so that a waiting loop can hand its first
+/// harvest from one function to another and harvest again into the same memory.
+pub(crate) struct Harvest<const N: usize> {
+    buf: [MaybeUninit<libc::epoll_event>; N],
+    /// How many leading entries of `buf` the last wait initialised (0 after a failed one).
+    len: usize,
+}
+
+impl<const N: usize> Harvest<N> {
+    /// An empty harvest (nothing initialised).
+    #[inline]
+    pub(crate) fn new() -> Harvest<N> {
+        Harvest {
+            buf: [MaybeUninit::uninit(); N],
+            len: 0,
+        }
+    }
+
+    /// [`epoll_wait`] into the first `cap` entries (at most `N`); what it returns is also
+    /// [`Harvest::got`] until the next wait.
+    #[inline]
+    pub(crate) fn wait(
+        &mut self,
+        epfd: RawFd,
+        cap: usize,
+        timeout_ns: u64,
+        sigmask: Option<&libc::sigset_t>,
+    ) -> Result<&[libc::epoll_event], Errno> {
+        self.len = 0;
+        let n = epoll_wait(epfd, &mut self.buf[..cap.min(N)], timeout_ns, sigmask)?.len();
+        self.len = n;
+        Ok(self.got())
+    }
+
+    /// The events of the last successful [`Harvest::wait`] (none before the first, or after
+    /// a failed one).
+    #[inline]
+    pub(crate) fn got(&self) -> &[libc::epoll_event] {
+        // SAFETY: `len` is 0 or the count the last successful `wait` returned, whose entries
+        // the kernel initialised (`epoll_wait`'s slice); `len <= N`.
+        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast(), self.len) }
+    }
+}
+
 /// The calling thread's signals, blocked (but the synchronous ones and those the C library
 /// keeps for itself) until dropped, which restores the mask it found. A waiting loop holds
 /// them outside its sleeps and sleeps with the mask it found ([`epoll_wait`]'s `sigmask`): a

@@ -50,7 +50,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use kevent_sys::Errno;
 
 pub(crate) use async_safe::eventfd_signal;
-pub(crate) use epoll::{SignalsHeld, epoll_create, epoll_ctl, epoll_items, epoll_wait};
+pub(crate) use epoll::{Harvest, SignalsHeld, epoll_create, epoll_ctl, epoll_items, epoll_wait};
 pub(crate) use eventfd::{eventfd, eventfd_drain};
 pub(crate) use fd::{
     FileId, above_floor, file_id, nap_until_readable, poll_now, socket_error, status_flags,
