@@ -439,7 +439,8 @@ fn verdict(judged: &str, account: Option<&str>) -> String {
 
 /// Issue 21's other instruction-time rows for `m`: the asynchronous ring (native) ÷ epoll
 /// at the fewest and the most active descriptors (≤ 0.80 and ≤ 1.00), and the fallback's
-/// ring with a commit per wait ÷ its own `get_events` (≤ 1.00).
+/// ring with a commit per wait ÷ its own `get_events` (≤ 1.00), with and without its owner's
+/// declaration (P65).
 fn issue21_rows(
     cfg: &Config,
     m: Mech,
@@ -481,7 +482,7 @@ fn issue21_rows(
                 });
             }
         }
-        Mech::KeventRing(b, false) if !backends[b].is_native() => {
+        Mech::KeventRing(b, false) | Mech::KeventRingProved(b) if !backends[b].is_native() => {
             let v: Vec<Interval> = cfg
                 .actives
                 .iter()
