@@ -65,8 +65,10 @@ const MAX_FDS: usize = 14;
 const MAX_TIMERS: usize = 4;
 /// The longest timeout a wait may get (2 ms).
 const WAIT_CAP_NS: u64 = 2_000_000;
-/// What a call may take beyond its timeout before it counts as hanging.
-const SLACK: Duration = Duration::from_secs(2);
+/// What a call may take beyond its timeout before it counts as hanging: a hang never ends,
+/// so the bound only has to be far above the slowest honest call. Under the debug lane
+/// (KASAN and lockdep in an emulated guest) on a loaded host, honest calls took up to 2.04 s.
+const SLACK: Duration = Duration::from_secs(10);
 /// At most this many events come back from one fallback `get_events` (docs/c-api.md).
 const MAX_OUT: u32 = 4096;
 
