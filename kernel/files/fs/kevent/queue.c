@@ -192,8 +192,7 @@ void kevent_insert(struct kevent *k)
 
 /*
  * A thread in kevent_get_events() or kevent_wait(), on q->holders from the
- * first time it sleeps to the end of its call (a call that returns without
- * sleeping never joins: nothing reads its @own).
+ * first time it sleeps after delivering something to the end of its call.
  *
  * The kevents its call delivered (or skipped as delivered) go back on
  * q->ready before it sleeps, where other waiters and ->poll() see them (a
@@ -204,6 +203,15 @@ void kevent_insert(struct kevent *k)
  * call joins, over the kevents the call stamped so far (kevent_hold()); from
  * then on every change of k->counted or k->stamp goes through kevent_own(),
  * so @own is exact.
+ *
+ * A call that has delivered nothing yet does not join: no kevent carries its
+ * stamp (only its own deliveries stamp it, kevent_take() and kevent_scan()),
+ * so its @own is 0 and stays 0 while it sleeps, exact without any walk.
+ * That is every sleep of a min_nr = 1 wait (a call that delivered returns),
+ * so a single-threaded server's wake-ups and deliveries never walk
+ * q->holders. It joins at the first sleep with something delivered, when
+ * everything stamped is on s->chain (it held q->mtx since it began, or since
+ * a sleep with nothing stamped).
  */
 struct kevent_waiter {
 	wait_queue_entry_t wait;
@@ -1267,15 +1275,17 @@ static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
 
 	s->fresh = 0;
 	spin_lock_irq(&q->lock);
-	if (list_empty(&w->hold)) {
+	if (list_empty(&w->hold) && s->chain) {
 		struct kevent *k;
 
 		/*
-		 * Its stamp is on what it delivered since it took q->mtx (it
-		 * never slept yet): the chain, when the call remembers; else it
-		 * delivered nothing (min_nr 1). Those counted (on s->requeue,
-		 * or queued again by a producer) are its own until
-		 * kevent_own() keeps it.
+		 * Its stamp is on what it delivered since it began (every
+		 * earlier sleep had nothing stamped, or it would have joined
+		 * then): the chain, when the call remembers; else it delivered
+		 * nothing (min_nr 1), the chain is empty and it stays off
+		 * q->holders with @own 0 (struct kevent_waiter). Those counted
+		 * (on s->requeue, or queued again by a producer) are its own
+		 * until kevent_own() keeps it.
 		 */
 		w->own = 0;
 		for (k = s->chain; k; k = k->hand_next)
