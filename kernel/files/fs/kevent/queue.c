@@ -214,7 +214,8 @@ void kevent_insert(struct kevent *k)
  * a sleep with nothing stamped).
  */
 struct kevent_waiter {
-	wait_queue_entry_t wait;
+	struct list_head entry;		/* on q->waiters, under q->lock */
+	struct task_struct *task;
 	struct kevent_queue *q;
 	unsigned int need;
 	unsigned int wake_gen;
@@ -224,6 +225,15 @@ struct kevent_waiter {
 	struct list_head hold;		/* on q->holders, under q->lock */
 	unsigned int own;		/* under q->lock */
 };
+
+/* Its target is met, or something ends its wait. Context: q->lock held. */
+static bool kevent_waiter_done(const struct kevent_waiter *w)
+{
+	const struct kevent_queue *q = w->q;
+
+	return q->nready - w->own >= w->need || q->wake_gen != w->wake_gen ||
+	       q->flush_gen != w->flush_gen || q->posted != w->posted;
+}
 
 /* @k, counted in q->nready, joins (@d = 1) or leaves (-1) its call's own. */
 static void kevent_own(struct kevent_queue *q, struct kevent *k, int d)
@@ -345,55 +355,51 @@ void kevent_unregister(struct kevent *k)
  * Producers: any context.
  */
 
-/*
- * Wakes ->poll() waiters. @nest is the lockdep subclass: 1 when the caller
- * runs inside the wake-up of another kevent queue's poll_wait (a kevent
- * queue watching this one), whose lock is of the same class.
- */
-void kevent_wake_pollers(struct kevent_queue *q, int nest)
+/* kevent_wake_pollers() (kevent.h) when a poller is there. */
+void __kevent_wake_pollers(struct kevent_queue *q, int nest)
 {
 	unsigned long flags;
 
-	/*
-	 * A poller hooks itself before it takes q->lock to look at the ready
-	 * list; the producer queued under q->lock before it looks here: the
-	 * lock orders the two, so no wake-up is lost.
-	 */
-	if (!waitqueue_active(&q->poll_wait))
-		return;
 	spin_lock_irqsave_nested(&q->poll_wait.lock, flags, nest);
 	wake_up_locked_poll(&q->poll_wait, EPOLLIN | EPOLLRDNORM);
 	spin_unlock_irqrestore(&q->poll_wait.lock, flags);
 }
 
 /**
- * kevent_notify - a source reports readiness or an occurrence
- * @k: the kevent
- * @add: what to merge into its pending state
- * @nest: lockdep subclass for waking ->poll() waiters (see above)
+ * kevent_wake_locked - wake sleeping waiters whose target is met
+ * @q: the queue
+ * @all: every such waiter; else the first one that was asleep
  *
- * Queues @k unless it is queued already, and wakes one waiter (every waiter
- * with KEVENT_REQ_WAKEUP_ALL). Context: any; takes q->lock only.
+ * A waiter whose target is not met (D4: min_nr) stays asleep and the
+ * wake-up passes on to the next one, so a min_nr = 8 sleeper never eats the
+ * wake-up a min_nr = 1 sleeper needs (io_uring's idea); so does one that is
+ * running already (a signal or its timeout woke it), as an exclusive
+ * wake-up of a wait queue does. q->waiters is a plain list under q->lock,
+ * not a wait queue head: every sleeper is added, and every wake-up made,
+ * under q->lock, so a second lock would order nothing. Context: q->lock
+ * held, any context.
  */
-void kevent_notify(struct kevent *k, const struct kevent_snap *add, int nest)
+void kevent_wake_locked(struct kevent_queue *q, bool all)
 {
-	struct kevent_queue *q = k->q;
-	unsigned long flags;
-	bool newly;
+	struct kevent_waiter *w, *next;
 
-	spin_lock_irqsave(&q->lock, flags);
-	newly = kevent_notify_locked(k, add);
-	spin_unlock_irqrestore(&q->lock, flags);
-	if (newly)
-		kevent_wake_pollers(q, nest);
+	lockdep_assert_held(&q->lock);
+	list_for_each_entry_safe(w, next, &q->waiters, entry) {
+		if (!kevent_waiter_done(w) || !wake_up_process(w->task))
+			continue;
+		list_del_init(&w->entry);
+		if (!all)
+			return;
+	}
 }
 
 /*
- * kevent_notify() for a caller that holds q->lock; returns whether @k was
- * newly queued, in which case the caller wakes ->poll() waiters after
- * dropping q->lock.
+ * What kevent_notify() and kevent_notify_locked() do under q->lock, inlined
+ * into both: kevent_notify() is every fd kevent's wake-up, so a source's
+ * wake-up reaches the waiter's through kevent_fd_wake() and one call.
  */
-bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
+static __always_inline bool __kevent_notify_locked(struct kevent *k,
+						   const struct kevent_snap *add)
 {
 	struct kevent_queue *q = k->q;
 
@@ -420,13 +426,42 @@ bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
 	list_add_tail(&k->link, &q->ready);
 	kevent_count(q, k, kevent_owners(q));
 	/* Pairs with the waiter's check under q->lock: no lost wake. */
-	if (waitqueue_active(&q->wq)) {
-		if (READ_ONCE(k->uk.req_flags) & KEVENT_REQ_WAKEUP_ALL)
-			wake_up_all(&q->wq);
-		else
-			wake_up(&q->wq);
-	}
+	if (!list_empty(&q->waiters))
+		kevent_wake_locked(q, READ_ONCE(k->uk.req_flags) &
+				      KEVENT_REQ_WAKEUP_ALL);
 	return true;
+}
+
+/**
+ * kevent_notify - a source reports readiness or an occurrence
+ * @k: the kevent
+ * @add: what to merge into its pending state
+ * @nest: lockdep subclass for waking ->poll() waiters (kevent.h)
+ *
+ * Queues @k unless it is queued already, and wakes one waiter (every waiter
+ * with KEVENT_REQ_WAKEUP_ALL). Context: any; takes q->lock only.
+ */
+void kevent_notify(struct kevent *k, const struct kevent_snap *add, int nest)
+{
+	struct kevent_queue *q = k->q;
+	unsigned long flags;
+	bool newly;
+
+	spin_lock_irqsave(&q->lock, flags);
+	newly = __kevent_notify_locked(k, add);
+	spin_unlock_irqrestore(&q->lock, flags);
+	if (newly)
+		kevent_wake_pollers(q, nest);
+}
+
+/*
+ * kevent_notify() for a caller that holds q->lock; returns whether @k was
+ * newly queued, in which case the caller wakes ->poll() waiters after
+ * dropping q->lock.
+ */
+bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
+{
+	return __kevent_notify_locked(k, add);
 }
 
 /* READY with num == 0: every waiter returns, and the next wait does. */
@@ -435,7 +470,7 @@ void kevent_wake_waiters(struct kevent_queue *q)
 	spin_lock_irq(&q->lock);
 	q->wake_gen++;
 	q->wake_pending = true;
-	wake_up_all(&q->wq);
+	kevent_wake_locked(q, true);
 	spin_unlock_irq(&q->lock);
 	kevent_wake_pollers(q, 0);
 }
@@ -514,7 +549,7 @@ static int kevent_file_flush(struct file *file, fl_owner_t id)
 	/* The owner's table may be freed next: producers stop using it (P39). */
 	if (id == q->files)
 		q->files = NULL;
-	wake_up_all(&q->wq);
+	kevent_wake_locked(q, true);
 	spin_unlock_irq(&q->lock);
 	return 0;
 }
@@ -650,7 +685,7 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 	q->ucounts = ucounts;
 	mutex_init(&q->mtx);
 	spin_lock_init(&q->lock);
-	init_waitqueue_head(&q->wq);
+	INIT_LIST_HEAD(&q->waiters);
 	init_waitqueue_head(&q->poll_wait);
 	INIT_LIST_HEAD(&q->ready);
 	INIT_LIST_HEAD(&q->holders);
@@ -1245,14 +1280,14 @@ static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s,
 		list_del_init(&w->hold);
 	q->wake_pending = false;
 	/* Events left behind: the next waiter takes them. */
-	if (q->nready && waitqueue_active(&q->wq))
-		wake_up(&q->wq);
+	if (q->nready && !list_empty(&q->waiters))
+		kevent_wake_locked(q, false);
 	spin_unlock_irq(&q->lock);
 	/*
 	 * A ->poll() that ran meanwhile did not see them (the test inlined:
 	 * once per call, usually with nobody polling the queue).
 	 */
-	if (n && waitqueue_active(&q->poll_wait))
+	if (n)
 		kevent_wake_pollers(q, 0);
 	if (s->ring_dirty)
 		kevent_ring_publish(q);
@@ -1296,8 +1331,8 @@ static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
 	s->nchain = 0;
 	n = kevent_requeue(q, s);
 	/* Under q->lock, as every waiter's check: no lost wake. */
-	if (n && wake && waitqueue_active(&q->wq))
-		wake_up(&q->wq);
+	if (n && wake && !list_empty(&q->waiters))
+		kevent_wake_locked(q, false);
 	spin_unlock_irq(&q->lock);
 	if (n)
 		kevent_wake_pollers(q, 0);
@@ -1313,42 +1348,16 @@ struct kevent_deadline {
 	ktime_t expires;
 };
 
-static bool kevent_waiter_done(const struct kevent_waiter *w)
-{
-	const struct kevent_queue *q = w->q;
-
-	return q->nready - w->own >= w->need || q->wake_gen != w->wake_gen ||
-	       q->flush_gen != w->flush_gen || q->posted != w->posted;
-}
-
-/*
- * Wakes a waiter only when its target is met (D4: min_nr). Returning 0
- * passes an exclusive wake-up on to the next waiter, so a min_nr = 8 sleeper
- * never eats the wake-up a min_nr = 1 sleeper needs.
- */
-static int kevent_waiter_wake(wait_queue_entry_t *wait, unsigned int mode,
-			      int sync, void *key)
-{
-	struct kevent_waiter *w = container_of(wait, struct kevent_waiter,
-					       wait);
-
-	/* Every wake-up of q->wq happens under q->lock. */
-	lockdep_assert_held(&w->q->lock);
-	if (!kevent_waiter_done(w))
-		return 0;
-	return autoremove_wake_function(wait, mode, sync, key);
-}
-
 /* Return: 0 (woken, or the target is met), -ETIMEDOUT or -EINTR. */
 static int kevent_sleep(struct kevent_waiter *w, struct kevent_deadline *d)
 {
 	struct kevent_queue *q = w->q;
 	int ret = 0;
 
-	init_waitqueue_func_entry(&w->wait, kevent_waiter_wake);
-	w->wait.private = current;
+	w->task = current;
 	spin_lock_irq(&q->lock);
-	__add_wait_queue_exclusive(&q->wq, &w->wait);
+	/* Woken in the order they came (kevent_wake_locked()). */
+	list_add_tail(&w->entry, &q->waiters);
 	for (;;) {
 		set_current_state(TASK_INTERRUPTIBLE);
 		if (kevent_waiter_done(w))
@@ -1365,7 +1374,7 @@ static int kevent_sleep(struct kevent_waiter *w, struct kevent_deadline *d)
 			ret = -ETIMEDOUT;
 		spin_lock_irq(&q->lock);
 		/*
-		 * Woken (the wake-up took the entry off q->wq) or timed out:
+		 * Woken (the wake-up took it off q->waiters) or timed out:
 		 * either way back to the caller, which scans and, if another
 		 * waiter took the events meanwhile, sleeps again with a new
 		 * entry. Sleeping on here without one would never be woken.
@@ -1373,8 +1382,8 @@ static int kevent_sleep(struct kevent_waiter *w, struct kevent_deadline *d)
 		break;
 	}
 	__set_current_state(TASK_RUNNING);
-	if (!list_empty(&w->wait.entry))
-		__remove_wait_queue(&q->wq, &w->wait);
+	if (!list_empty(&w->entry))
+		list_del_init(&w->entry);
 	spin_unlock_irq(&q->lock);
 	return ret;
 }
@@ -1454,7 +1463,7 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 	/*
 	 * The sink and the waiter are set field by field below, not zeroed
 	 * first (CONFIG_INIT_STACK_ALL_ZERO would, once per call); the
-	 * waiter's wait entry is kevent_sleep()'s. A field added to either
+	 * waiter's entry and task are kevent_sleep()'s. A field added to either
 	 * must be set here too.
 	 */
 	struct kevent_sink s __uninitialized;
