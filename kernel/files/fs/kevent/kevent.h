@@ -294,6 +294,7 @@ void kevent_insert(struct kevent *k);
 void kevent_unregister(struct kevent *k);
 void kevent_notify(struct kevent *k, const struct kevent_snap *add,
 		   int nest);
+void kevent_notify_bits(struct kevent *k, u32 bits, int nest);
 bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add);
 void kevent_wake_locked(struct kevent_queue *q, bool all);
 void __kevent_wake_pollers(struct kevent_queue *q, int nest);
@@ -308,7 +309,8 @@ void __kevent_wake_pollers(struct kevent_queue *q, int nest);
  * The test is inlined: it runs after every newly queued kevent, and usually
  * nobody polls a queue.
  */
-static inline void kevent_wake_pollers(struct kevent_queue *q, int nest)
+static __always_inline void kevent_wake_pollers(struct kevent_queue *q,
+						int nest)
 {
 	/*
 	 * A poller hooks itself before it takes q->lock to look at the ready

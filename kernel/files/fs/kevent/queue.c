@@ -441,7 +441,9 @@ static __always_inline bool __kevent_notify_locked(struct kevent *k,
  * Queues @k unless it is queued already, and wakes one waiter (every waiter
  * with KEVENT_REQ_WAKEUP_ALL). Context: any; takes q->lock only.
  */
-void kevent_notify(struct kevent *k, const struct kevent_snap *add, int nest)
+static __always_inline void __kevent_notify(struct kevent *k,
+					    const struct kevent_snap *add,
+					    int nest)
 {
 	struct kevent_queue *q = k->q;
 	unsigned long flags;
@@ -452,6 +454,23 @@ void kevent_notify(struct kevent *k, const struct kevent_snap *add, int nest)
 	spin_unlock_irqrestore(&q->lock, flags);
 	if (newly)
 		kevent_wake_pollers(q, nest);
+}
+
+void kevent_notify(struct kevent *k, const struct kevent_snap *add, int nest)
+{
+	__kevent_notify(k, add, nest);
+}
+
+/*
+ * kevent_notify() of a wake-up that names ready bits and nothing else (an fd
+ * kevent's, kevent_fd_wake()): with the snapshot built here, what the merge
+ * adds to the pending count and the READY mark is known to be nothing.
+ */
+void kevent_notify_bits(struct kevent *k, u32 bits, int nest)
+{
+	const struct kevent_snap add = { .bits = bits };
+
+	__kevent_notify(k, &add, nest);
 }
 
 /*
