@@ -289,7 +289,16 @@ struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
 void kevent_put(struct kevent *k);
 void kevent_queue_get(struct kevent_queue *q);
 void kevent_queue_put(struct kevent_queue *q);
+/* Where a missing key goes in q->tree (kevent_find_link()). */
+struct kevent_pos {
+	struct rb_node *parent;
+	struct rb_node **link;
+};
+
 struct kevent *kevent_find(struct kevent_queue *q, u32 type, u64 id);
+struct kevent *kevent_find_link(struct kevent_queue *q, u32 type, u64 id,
+				struct kevent_pos *pos);
+void kevent_link(struct kevent *k, const struct kevent_pos *pos);
 void kevent_insert(struct kevent *k);
 void kevent_unregister(struct kevent *k);
 void kevent_notify(struct kevent *k, const struct kevent_snap *add,

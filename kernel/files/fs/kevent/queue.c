@@ -152,6 +152,38 @@ static int kevent_cmp(u32 type, u64 id, const struct kevent *k)
 	return 0;
 }
 
+/**
+ * kevent_find_link - look a key up, remembering where it would go
+ * @q: the queue
+ * @type: the key's type
+ * @id: the key's id
+ * @pos: where a kevent of this key would be linked, when it is not there
+ *
+ * One walk for ADD's lookup and its insert (kevent_link()): @pos stays
+ * valid while q->mtx is held and nothing is inserted or erased.
+ *
+ * Return: the kevent registered under the key, or NULL.
+ */
+struct kevent *kevent_find_link(struct kevent_queue *q, u32 type, u64 id,
+				struct kevent_pos *pos)
+{
+	struct rb_node **p = &q->tree.rb_node, *parent = NULL;
+
+	lockdep_assert_held(&q->mtx);
+	while (*p) {
+		struct kevent *k = rb_entry(*p, struct kevent, node);
+		int c = kevent_cmp(type, id, k);
+
+		if (!c)
+			return k;
+		parent = *p;
+		p = c < 0 ? &parent->rb_left : &parent->rb_right;
+	}
+	pos->parent = parent;
+	pos->link = p;
+	return NULL;
+}
+
 struct kevent *kevent_find(struct kevent_queue *q, u32 type, u64 id)
 {
 	struct rb_node *n = q->tree.rb_node;
@@ -168,26 +200,30 @@ struct kevent *kevent_find(struct kevent_queue *q, u32 type, u64 id)
 	return NULL;
 }
 
-/* Inserts @k, whose key is not in the tree (the caller checked). */
-void kevent_insert(struct kevent *k)
+/*
+ * Links @k where kevent_find_link() found its key missing; nothing was
+ * inserted or erased since.
+ */
+void kevent_link(struct kevent *k, const struct kevent_pos *pos)
 {
 	struct kevent_queue *q = k->q;
-	struct rb_node **p = &q->tree.rb_node, *parent = NULL;
 
 	lockdep_assert_held(&q->mtx);
-	while (*p) {
-		struct kevent *o = rb_entry(*p, struct kevent, node);
-
-		parent = *p;
-		if (kevent_cmp(k->uk.type, k->uk.id.raw_u64, o) < 0)
-			p = &(*p)->rb_left;
-		else
-			p = &(*p)->rb_right;
-	}
-	rb_link_node(&k->node, parent, p);
+	rb_link_node(&k->node, pos->parent, pos->link);
 	rb_insert_color(&k->node, &q->tree);
 	k->registered = true;
 	q->count++;
+}
+
+/* Inserts @k, whose key is not in the tree (the caller checked). */
+void kevent_insert(struct kevent *k)
+{
+	struct kevent_pos pos;
+
+	if (WARN_ON_ONCE(kevent_find_link(k->q, k->uk.type, k->uk.id.raw_u64,
+					  &pos)))
+		return;
+	kevent_link(k, &pos);
 }
 
 /*
