@@ -89,7 +89,8 @@ static bool kevent_add_one(struct kevent_queue *q, struct ukevent *e)
 	struct kevent_snap add = { .pending = 1 };
 	u32 data[2] = { 0, 0 };
 	struct kevent *k, *old;
-	struct kevent_pos pos;
+	/* Set by kevent_find_link() whenever it is used: not zeroed first. */
+	struct kevent_pos pos __uninitialized;
 	__poll_t ready = 0;
 	int err, now;
 
@@ -109,7 +110,9 @@ static bool kevent_add_one(struct kevent_queue *q, struct ukevent *e)
 			goto fail;
 		kevent_unregister(old);
 		/* The erase moved nodes: where the key goes, again. */
-		kevent_find_link(q, e->type, e->id.raw_u64, &pos);
+		if (WARN_ON_ONCE(kevent_find_link(q, e->type, e->id.raw_u64,
+						  &pos)))
+			goto fail;
 	}
 	err = -ENOSPC;
 	if (q->count >= q->max)
