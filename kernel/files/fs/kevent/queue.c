@@ -435,12 +435,16 @@ void kevent_wake_locked(struct kevent_queue *q, bool all)
 }
 
 /*
- * What kevent_notify() and kevent_notify_locked() do under q->lock, inlined
- * into both: kevent_notify() is every fd kevent's wake-up, so a source's
- * wake-up reaches the waiter's through kevent_fd_wake() and one call.
+ * What kevent_notify(), kevent_notify_bits() and kevent_notify_locked() do
+ * under q->lock, inlined into each: kevent_notify_bits() is every fd
+ * kevent's wake-up, so a source's wake-up reaches the waiter's through
+ * kevent_fd_wake() and one call. The snapshot comes by value, so that
+ * kevent_notify_bits()'s constant parts fold away; only an asynchronous
+ * ring's producer needs it in memory.
  */
 static __always_inline bool __kevent_notify_locked(struct kevent *k,
-						   const struct kevent_snap *add)
+						   u32 pending, u32 bits,
+						   bool marked)
 {
 	struct kevent_queue *q = k->q;
 
@@ -452,13 +456,22 @@ static __always_inline bool __kevent_notify_locked(struct kevent *k,
 	 * unless events queued earlier, or one in a delivery's hand, would
 	 * enter the ring after it (P40: the ring keeps their order).
 	 */
-	if (q->aring && !q->nready && !q->nbusy && list_empty(&k->link) &&
-	    kevent_aring_post(k, add))
-		return true;
-	k->pending = k->pending + add->pending < k->pending ?
-		     U32_MAX : k->pending + add->pending;
-	k->bits |= add->bits;
-	k->marked |= add->marked;
+	if (q->aring && !q->nready && !q->nbusy && list_empty(&k->link)) {
+		const struct kevent_snap add = {
+			.pending = pending,
+			.bits = bits,
+			.marked = marked,
+		};
+
+		if (kevent_aring_post(k, &add))
+			return true;
+	}
+	if (pending)
+		k->pending = k->pending + pending < k->pending ?
+			     U32_MAX : k->pending + pending;
+	k->bits |= bits;
+	if (marked)
+		k->marked = true;
 	if (!list_empty(&k->link)) {
 		/* Queued, or a level kevent in a delivery's hand. */
 		k->merged = true;
@@ -474,16 +487,15 @@ static __always_inline bool __kevent_notify_locked(struct kevent *k,
 }
 
 /* kevent_notify() and kevent_notify_bits(), inlined into both. */
-static __always_inline void __kevent_notify(struct kevent *k,
-					    const struct kevent_snap *add,
-					    int nest)
+static __always_inline void __kevent_notify(struct kevent *k, u32 pending,
+					    u32 bits, bool marked, int nest)
 {
 	struct kevent_queue *q = k->q;
 	unsigned long flags;
 	bool newly;
 
 	spin_lock_irqsave(&q->lock, flags);
-	newly = __kevent_notify_locked(k, add);
+	newly = __kevent_notify_locked(k, pending, bits, marked);
 	spin_unlock_irqrestore(&q->lock, flags);
 	if (newly)
 		kevent_wake_pollers(q, nest);
@@ -500,7 +512,7 @@ static __always_inline void __kevent_notify(struct kevent *k,
  */
 void kevent_notify(struct kevent *k, const struct kevent_snap *add, int nest)
 {
-	__kevent_notify(k, add, nest);
+	__kevent_notify(k, add->pending, add->bits, add->marked, nest);
 }
 
 /*
@@ -510,9 +522,7 @@ void kevent_notify(struct kevent *k, const struct kevent_snap *add, int nest)
  */
 void kevent_notify_bits(struct kevent *k, u32 bits, int nest)
 {
-	const struct kevent_snap add = { .bits = bits };
-
-	__kevent_notify(k, &add, nest);
+	__kevent_notify(k, 0, bits, false, nest);
 }
 
 /*
@@ -522,7 +532,7 @@ void kevent_notify_bits(struct kevent *k, u32 bits, int nest)
  */
 bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
 {
-	return __kevent_notify_locked(k, add);
+	return __kevent_notify_locked(k, add->pending, add->bits, add->marked);
 }
 
 /* READY with num == 0: every waiter returns, and the next wait does. */
