@@ -89,6 +89,8 @@ static bool kevent_add_one(struct kevent_queue *q, struct ukevent *e)
 	struct kevent_snap add = { .pending = 1 };
 	u32 data[2] = { 0, 0 };
 	struct kevent *k, *old;
+	/* Set by kevent_find_link() whenever it is used: not zeroed first. */
+	struct kevent_pos pos __uninitialized;
 	__poll_t ready = 0;
 	int err, now;
 
@@ -99,13 +101,18 @@ static bool kevent_add_one(struct kevent_queue *q, struct ukevent *e)
 	err = -EINVAL;
 	if (e->req_flags & ~KEVENT_KNOWN_REQ_FLAGS)
 		goto fail;
-	old = kevent_find(q, e->type, e->id.raw_u64);
+	/* One walk of the tree for the lookup and the insert below. */
+	old = kevent_find_link(q, e->type, e->id.raw_u64, &pos);
 	if (old) {
 		/* D10: a registration whose fd now names another file. */
 		err = -EEXIST;
 		if (!old->ops->stale || !old->ops->stale(old))
 			goto fail;
 		kevent_unregister(old);
+		/* The erase moved nodes: where the key goes, again. */
+		if (WARN_ON_ONCE(kevent_find_link(q, e->type, e->id.raw_u64,
+						  &pos)))
+			goto fail;
 	}
 	err = -ENOSPC;
 	if (q->count >= q->max)
@@ -135,7 +142,8 @@ static bool kevent_add_one(struct kevent_queue *q, struct ukevent *e)
 		e->ret_data[1] = data[1];
 		return true;
 	}
-	kevent_insert(k);
+	/* Nothing entered or left the tree since the walk (q->mtx held). */
+	kevent_link(k, &pos);
 	if (k->uk.req_flags & KEVENT_REQ_READY) {
 		add.marked = true;
 		kevent_notify(k, &add, 0);

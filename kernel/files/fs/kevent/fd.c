@@ -119,7 +119,6 @@ static int kevent_fd_wake(wait_queue_entry_t *wait, unsigned int mode,
 	struct kevent_pwq *pwq = container_of(wait, struct kevent_pwq, wait);
 	struct kevent *k = pwq->k;
 	__poll_t events = key_to_poll(key);
-	struct kevent_snap add = { };
 
 	if (unlikely(events & POLLFREE)) {
 		/*
@@ -130,7 +129,7 @@ static int kevent_fd_wake(wait_queue_entry_t *wait, unsigned int mode,
 		 * its queue and @pwq. Nothing here may touch them after the
 		 * store (as ep_poll_callback() does).
 		 */
-		kevent_notify(k, &add, 0);
+		kevent_notify_bits(k, 0, 0);
 		list_del_init(&wait->entry);
 		/* Pairs with smp_load_acquire() in kevent_fd_unhook(). */
 		smp_store_release(&pwq->whead, NULL);
@@ -140,8 +139,8 @@ static int kevent_fd_wake(wait_queue_entry_t *wait, unsigned int mode,
 	if (events && !(events & READ_ONCE(k->fd.mask)))
 		return 0;
 	/* What the key names: an asynchronous ring may post it (P38). */
-	add.bits = (__force u32)(events & READ_ONCE(k->fd.mask));
-	kevent_notify(k, &add, k->fd.target ? 1 : 0);
+	kevent_notify_bits(k, (__force u32)(events & READ_ONCE(k->fd.mask)),
+			   k->fd.target ? 1 : 0);
 	return 0;
 }
 

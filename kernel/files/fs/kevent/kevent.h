@@ -13,8 +13,7 @@
  *   source locks       (wait queue heads, hrtimer base, file->f_lock,
  *                       siglock, it_lock, fsnotify's mark locks)
  *   q->lock            (IRQ-safe leaf: the ready list, every field marked
- *                       "under q->lock", and q->wq)
- *   q->wq.lock         (only ever taken inside q->lock)
+ *                       "under q->lock", and the sleeping waiters)
  *
  * An AIO request's own lock (aio.c) is a leaf taken inside its socket's wait
  * queue lock; its work takes q->lock only (kevent_notify()), never q->mtx.
@@ -240,13 +239,13 @@ struct kevent {
 struct kevent_queue {
 	struct mutex mtx;		/* ctl, delivery, ring, tree */
 	spinlock_t lock;		/* IRQ-safe leaf: ready state */
-	wait_queue_head_t wq;		/* threads in get_events/wait */
 	wait_queue_head_t poll_wait;	/* ->poll() waiters */
 
 	/* under q->lock */
 	struct list_head ready;
 	unsigned int nready;
 	unsigned int nbusy;		/* kevents in a delivery's hand */
+	struct list_head waiters;	/* sleeping get_events/wait calls */
 	struct list_head holders;	/* sleeping waiters' own (queue.c) */
 	unsigned int wake_gen;		/* bumped by READY with num == 0 */
 	bool wake_pending;		/* READY(0) not yet seen by a wait */
@@ -290,13 +289,47 @@ struct kevent *kevent_alloc(struct kevent_queue *q, const struct ukevent *uk,
 void kevent_put(struct kevent *k);
 void kevent_queue_get(struct kevent_queue *q);
 void kevent_queue_put(struct kevent_queue *q);
+/* Where a missing key goes in q->tree (kevent_find_link()). */
+struct kevent_pos {
+	struct rb_node *parent;
+	struct rb_node **link;
+};
+
 struct kevent *kevent_find(struct kevent_queue *q, u32 type, u64 id);
+struct kevent *kevent_find_link(struct kevent_queue *q, u32 type, u64 id,
+				struct kevent_pos *pos);
+void kevent_link(struct kevent *k, const struct kevent_pos *pos);
 void kevent_insert(struct kevent *k);
 void kevent_unregister(struct kevent *k);
 void kevent_notify(struct kevent *k, const struct kevent_snap *add,
 		   int nest);
+void kevent_notify_bits(struct kevent *k, u32 bits, int nest);
 bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add);
-void kevent_wake_pollers(struct kevent_queue *q, int nest);
+void kevent_wake_locked(struct kevent_queue *q, bool all);
+void __kevent_wake_pollers(struct kevent_queue *q, int nest);
+
+/**
+ * kevent_wake_pollers - wake ->poll() waiters of a queue, if there are any
+ * @q: the queue
+ * @nest: the lockdep subclass of q->poll_wait.lock: 1 when the caller runs
+ *	inside the wake-up of another kevent queue's poll_wait (a kevent queue
+ *	watching this one), whose lock is of the same class
+ *
+ * The test is inlined: it runs after every newly queued kevent, and usually
+ * nobody polls a queue.
+ */
+static __always_inline void kevent_wake_pollers(struct kevent_queue *q,
+						int nest)
+{
+	/*
+	 * A poller hooks itself before it takes q->lock to look at the ready
+	 * list; the producer queued under q->lock before it looks here: the
+	 * lock orders the two, so no wake-up is lost.
+	 */
+	if (waitqueue_active(&q->poll_wait))
+		__kevent_wake_pollers(q, nest);
+}
+
 struct kevent_queue *kevent_queue_from(struct fd f, long *err);
 void kevent_dequeue(struct kevent *k);
 void kevent_wake_waiters(struct kevent_queue *q);

@@ -152,6 +152,38 @@ static int kevent_cmp(u32 type, u64 id, const struct kevent *k)
 	return 0;
 }
 
+/**
+ * kevent_find_link - look a key up, remembering where it would go
+ * @q: the queue
+ * @type: the key's type
+ * @id: the key's id
+ * @pos: where a kevent of this key would be linked, when it is not there
+ *
+ * One walk for ADD's lookup and its insert (kevent_link()): @pos stays
+ * valid while q->mtx is held and nothing is inserted or erased.
+ *
+ * Return: the kevent registered under the key, or NULL.
+ */
+struct kevent *kevent_find_link(struct kevent_queue *q, u32 type, u64 id,
+				struct kevent_pos *pos)
+{
+	struct rb_node **p = &q->tree.rb_node, *parent = NULL;
+
+	lockdep_assert_held(&q->mtx);
+	while (*p) {
+		struct kevent *k = rb_entry(*p, struct kevent, node);
+		int c = kevent_cmp(type, id, k);
+
+		if (!c)
+			return k;
+		parent = *p;
+		p = c < 0 ? &parent->rb_left : &parent->rb_right;
+	}
+	pos->parent = parent;
+	pos->link = p;
+	return NULL;
+}
+
 struct kevent *kevent_find(struct kevent_queue *q, u32 type, u64 id)
 {
 	struct rb_node *n = q->tree.rb_node;
@@ -168,32 +200,35 @@ struct kevent *kevent_find(struct kevent_queue *q, u32 type, u64 id)
 	return NULL;
 }
 
-/* Inserts @k, whose key is not in the tree (the caller checked). */
-void kevent_insert(struct kevent *k)
+/*
+ * Links @k where kevent_find_link() found its key missing; nothing was
+ * inserted or erased since.
+ */
+void kevent_link(struct kevent *k, const struct kevent_pos *pos)
 {
 	struct kevent_queue *q = k->q;
-	struct rb_node **p = &q->tree.rb_node, *parent = NULL;
 
 	lockdep_assert_held(&q->mtx);
-	while (*p) {
-		struct kevent *o = rb_entry(*p, struct kevent, node);
-
-		parent = *p;
-		if (kevent_cmp(k->uk.type, k->uk.id.raw_u64, o) < 0)
-			p = &(*p)->rb_left;
-		else
-			p = &(*p)->rb_right;
-	}
-	rb_link_node(&k->node, parent, p);
+	rb_link_node(&k->node, pos->parent, pos->link);
 	rb_insert_color(&k->node, &q->tree);
 	k->registered = true;
 	q->count++;
 }
 
+/* Inserts @k, whose key is not in the tree (the caller checked). */
+void kevent_insert(struct kevent *k)
+{
+	struct kevent_pos pos;
+
+	if (WARN_ON_ONCE(kevent_find_link(k->q, k->uk.type, k->uk.id.raw_u64,
+					  &pos)))
+		return;
+	kevent_link(k, &pos);
+}
+
 /*
  * A thread in kevent_get_events() or kevent_wait(), on q->holders from the
- * first time it sleeps to the end of its call (a call that returns without
- * sleeping never joins: nothing reads its @own).
+ * first time it sleeps after delivering something to the end of its call.
  *
  * The kevents its call delivered (or skipped as delivered) go back on
  * q->ready before it sleeps, where other waiters and ->poll() see them (a
@@ -204,11 +239,26 @@ void kevent_insert(struct kevent *k)
  * call joins, over the kevents the call stamped so far (kevent_hold()); from
  * then on every change of k->counted or k->stamp goes through kevent_own(),
  * so @own is exact.
+ *
+ * A call that has delivered nothing yet does not join: no kevent carries its
+ * stamp (only its own deliveries stamp it, kevent_take() and kevent_scan()),
+ * so its @own is 0 and stays 0 while it sleeps, exact without any walk.
+ * That is every sleep of a min_nr = 1 wait (a call that delivered returns),
+ * so a single-threaded server's wake-ups and deliveries never walk
+ * q->holders. It joins at the first sleep with something delivered, when
+ * everything stamped is on s->chain (it held q->mtx since it began, or since
+ * a sleep with nothing stamped).
  */
 struct kevent_waiter {
-	wait_queue_entry_t wait;
-	struct kevent_queue *q;
+	/*
+	 * Not a list_head first: GCC then aligns the waiter on the stack to
+	 * 16 and realigns kevent_collect_deadline()'s frame, which costs the
+	 * delivery loop a register.
+	 */
 	unsigned int need;
+	struct list_head entry;		/* on q->waiters, under q->lock */
+	struct task_struct *task;
+	struct kevent_queue *q;
 	unsigned int wake_gen;
 	unsigned int flush_gen;
 	u64 call;			/* the stamp of its call */
@@ -216,6 +266,15 @@ struct kevent_waiter {
 	struct list_head hold;		/* on q->holders, under q->lock */
 	unsigned int own;		/* under q->lock */
 };
+
+/* Its target is met, or something ends its wait. Context: q->lock held. */
+static bool kevent_waiter_done(const struct kevent_waiter *w)
+{
+	const struct kevent_queue *q = w->q;
+
+	return q->nready - w->own >= w->need || q->wake_gen != w->wake_gen ||
+	       q->flush_gen != w->flush_gen || q->posted != w->posted;
+}
 
 /* @k, counted in q->nready, joins (@d = 1) or leaves (-1) its call's own. */
 static void kevent_own(struct kevent_queue *q, struct kevent *k, int d)
@@ -337,55 +396,55 @@ void kevent_unregister(struct kevent *k)
  * Producers: any context.
  */
 
-/*
- * Wakes ->poll() waiters. @nest is the lockdep subclass: 1 when the caller
- * runs inside the wake-up of another kevent queue's poll_wait (a kevent
- * queue watching this one), whose lock is of the same class.
- */
-void kevent_wake_pollers(struct kevent_queue *q, int nest)
+/* kevent_wake_pollers() (kevent.h) when a poller is there. */
+void __kevent_wake_pollers(struct kevent_queue *q, int nest)
 {
 	unsigned long flags;
 
-	/*
-	 * A poller hooks itself before it takes q->lock to look at the ready
-	 * list; the producer queued under q->lock before it looks here: the
-	 * lock orders the two, so no wake-up is lost.
-	 */
-	if (!waitqueue_active(&q->poll_wait))
-		return;
 	spin_lock_irqsave_nested(&q->poll_wait.lock, flags, nest);
 	wake_up_locked_poll(&q->poll_wait, EPOLLIN | EPOLLRDNORM);
 	spin_unlock_irqrestore(&q->poll_wait.lock, flags);
 }
 
 /**
- * kevent_notify - a source reports readiness or an occurrence
- * @k: the kevent
- * @add: what to merge into its pending state
- * @nest: lockdep subclass for waking ->poll() waiters (see above)
+ * kevent_wake_locked - wake sleeping waiters whose target is met
+ * @q: the queue
+ * @all: every such waiter; else the first one that was asleep
  *
- * Queues @k unless it is queued already, and wakes one waiter (every waiter
- * with KEVENT_REQ_WAKEUP_ALL). Context: any; takes q->lock only.
+ * A waiter whose target is not met (D4: min_nr) stays asleep and the
+ * wake-up passes on to the next one, so a min_nr = 8 sleeper never eats the
+ * wake-up a min_nr = 1 sleeper needs (io_uring's idea); so does one that is
+ * running already (a signal or its timeout woke it), as an exclusive
+ * wake-up of a wait queue does. q->waiters is a plain list under q->lock,
+ * not a wait queue head: every sleeper is added, and every wake-up made,
+ * under q->lock, so a second lock would order nothing. Context: q->lock
+ * held, any context.
  */
-void kevent_notify(struct kevent *k, const struct kevent_snap *add, int nest)
+void kevent_wake_locked(struct kevent_queue *q, bool all)
 {
-	struct kevent_queue *q = k->q;
-	unsigned long flags;
-	bool newly;
+	struct kevent_waiter *w, *next;
 
-	spin_lock_irqsave(&q->lock, flags);
-	newly = kevent_notify_locked(k, add);
-	spin_unlock_irqrestore(&q->lock, flags);
-	if (newly)
-		kevent_wake_pollers(q, nest);
+	lockdep_assert_held(&q->lock);
+	list_for_each_entry_safe(w, next, &q->waiters, entry) {
+		if (!kevent_waiter_done(w) || !wake_up_process(w->task))
+			continue;
+		list_del_init(&w->entry);
+		if (!all)
+			return;
+	}
 }
 
 /*
- * kevent_notify() for a caller that holds q->lock; returns whether @k was
- * newly queued, in which case the caller wakes ->poll() waiters after
- * dropping q->lock.
+ * What kevent_notify(), kevent_notify_bits() and kevent_notify_locked() do
+ * under q->lock, inlined into each: kevent_notify_bits() is every fd
+ * kevent's wake-up, so a source's wake-up reaches the waiter's through
+ * kevent_fd_wake() and one call. The snapshot comes by value, so that
+ * kevent_notify_bits()'s constant parts fold away; only an asynchronous
+ * ring's producer needs it in memory.
  */
-bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
+static __always_inline bool __kevent_notify_locked(struct kevent *k,
+						   u32 pending, u32 bits,
+						   bool marked)
 {
 	struct kevent_queue *q = k->q;
 
@@ -397,13 +456,22 @@ bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
 	 * unless events queued earlier, or one in a delivery's hand, would
 	 * enter the ring after it (P40: the ring keeps their order).
 	 */
-	if (q->aring && !q->nready && !q->nbusy && list_empty(&k->link) &&
-	    kevent_aring_post(k, add))
-		return true;
-	k->pending = k->pending + add->pending < k->pending ?
-		     U32_MAX : k->pending + add->pending;
-	k->bits |= add->bits;
-	k->marked |= add->marked;
+	if (q->aring && !q->nready && !q->nbusy && list_empty(&k->link)) {
+		const struct kevent_snap add = {
+			.pending = pending,
+			.bits = bits,
+			.marked = marked,
+		};
+
+		if (kevent_aring_post(k, &add))
+			return true;
+	}
+	if (pending)
+		k->pending = k->pending + pending < k->pending ?
+			     U32_MAX : k->pending + pending;
+	k->bits |= bits;
+	if (marked)
+		k->marked = true;
 	if (!list_empty(&k->link)) {
 		/* Queued, or a level kevent in a delivery's hand. */
 		k->merged = true;
@@ -412,13 +480,59 @@ bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
 	list_add_tail(&k->link, &q->ready);
 	kevent_count(q, k, kevent_owners(q));
 	/* Pairs with the waiter's check under q->lock: no lost wake. */
-	if (waitqueue_active(&q->wq)) {
-		if (READ_ONCE(k->uk.req_flags) & KEVENT_REQ_WAKEUP_ALL)
-			wake_up_all(&q->wq);
-		else
-			wake_up(&q->wq);
-	}
+	if (!list_empty(&q->waiters))
+		kevent_wake_locked(q, READ_ONCE(k->uk.req_flags) &
+				      KEVENT_REQ_WAKEUP_ALL);
 	return true;
+}
+
+/* kevent_notify() and kevent_notify_bits(), inlined into both. */
+static __always_inline void __kevent_notify(struct kevent *k, u32 pending,
+					    u32 bits, bool marked, int nest)
+{
+	struct kevent_queue *q = k->q;
+	unsigned long flags;
+	bool newly;
+
+	spin_lock_irqsave(&q->lock, flags);
+	newly = __kevent_notify_locked(k, pending, bits, marked);
+	spin_unlock_irqrestore(&q->lock, flags);
+	if (newly)
+		kevent_wake_pollers(q, nest);
+}
+
+/**
+ * kevent_notify - a source reports readiness or an occurrence
+ * @k: the kevent
+ * @add: what to merge into its pending state
+ * @nest: lockdep subclass for waking ->poll() waiters (kevent.h)
+ *
+ * Queues @k unless it is queued already, and wakes one waiter (every waiter
+ * with KEVENT_REQ_WAKEUP_ALL). Context: any; takes q->lock only.
+ */
+void kevent_notify(struct kevent *k, const struct kevent_snap *add, int nest)
+{
+	__kevent_notify(k, add->pending, add->bits, add->marked, nest);
+}
+
+/*
+ * kevent_notify() of a wake-up that names ready bits and nothing else (an fd
+ * kevent's, kevent_fd_wake()): with the snapshot built here, what the merge
+ * adds to the pending count and the READY mark is known to be nothing.
+ */
+void kevent_notify_bits(struct kevent *k, u32 bits, int nest)
+{
+	__kevent_notify(k, 0, bits, false, nest);
+}
+
+/*
+ * kevent_notify() for a caller that holds q->lock; returns whether @k was
+ * newly queued, in which case the caller wakes ->poll() waiters after
+ * dropping q->lock.
+ */
+bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add)
+{
+	return __kevent_notify_locked(k, add->pending, add->bits, add->marked);
 }
 
 /* READY with num == 0: every waiter returns, and the next wait does. */
@@ -427,7 +541,7 @@ void kevent_wake_waiters(struct kevent_queue *q)
 	spin_lock_irq(&q->lock);
 	q->wake_gen++;
 	q->wake_pending = true;
-	wake_up_all(&q->wq);
+	kevent_wake_locked(q, true);
 	spin_unlock_irq(&q->lock);
 	kevent_wake_pollers(q, 0);
 }
@@ -506,7 +620,7 @@ static int kevent_file_flush(struct file *file, fl_owner_t id)
 	/* The owner's table may be freed next: producers stop using it (P39). */
 	if (id == q->files)
 		q->files = NULL;
-	wake_up_all(&q->wq);
+	kevent_wake_locked(q, true);
 	spin_unlock_irq(&q->lock);
 	return 0;
 }
@@ -642,7 +756,7 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 	q->ucounts = ucounts;
 	mutex_init(&q->mtx);
 	spin_lock_init(&q->lock);
-	init_waitqueue_head(&q->wq);
+	INIT_LIST_HEAD(&q->waiters);
 	init_waitqueue_head(&q->poll_wait);
 	INIT_LIST_HEAD(&q->ready);
 	INIT_LIST_HEAD(&q->holders);
@@ -1237,14 +1351,14 @@ static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s,
 		list_del_init(&w->hold);
 	q->wake_pending = false;
 	/* Events left behind: the next waiter takes them. */
-	if (q->nready && waitqueue_active(&q->wq))
-		wake_up(&q->wq);
+	if (q->nready && !list_empty(&q->waiters))
+		kevent_wake_locked(q, false);
 	spin_unlock_irq(&q->lock);
 	/*
 	 * A ->poll() that ran meanwhile did not see them (the test inlined:
 	 * once per call, usually with nobody polling the queue).
 	 */
-	if (n && waitqueue_active(&q->poll_wait))
+	if (n)
 		kevent_wake_pollers(q, 0);
 	if (s->ring_dirty)
 		kevent_ring_publish(q);
@@ -1267,15 +1381,17 @@ static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
 
 	s->fresh = 0;
 	spin_lock_irq(&q->lock);
-	if (list_empty(&w->hold)) {
+	if (list_empty(&w->hold) && s->chain) {
 		struct kevent *k;
 
 		/*
-		 * Its stamp is on what it delivered since it took q->mtx (it
-		 * never slept yet): the chain, when the call remembers; else it
-		 * delivered nothing (min_nr 1). Those counted (on s->requeue,
-		 * or queued again by a producer) are its own until
-		 * kevent_own() keeps it.
+		 * Its stamp is on what it delivered since it began (every
+		 * earlier sleep had nothing stamped, or it would have joined
+		 * then): the chain, when the call remembers; else it delivered
+		 * nothing (min_nr 1), the chain is empty and it stays off
+		 * q->holders with @own 0 (struct kevent_waiter). Those counted
+		 * (on s->requeue, or queued again by a producer) are its own
+		 * until kevent_own() keeps it.
 		 */
 		w->own = 0;
 		for (k = s->chain; k; k = k->hand_next)
@@ -1286,8 +1402,8 @@ static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
 	s->nchain = 0;
 	n = kevent_requeue(q, s);
 	/* Under q->lock, as every waiter's check: no lost wake. */
-	if (n && wake && waitqueue_active(&q->wq))
-		wake_up(&q->wq);
+	if (n && wake && !list_empty(&q->waiters))
+		kevent_wake_locked(q, false);
 	spin_unlock_irq(&q->lock);
 	if (n)
 		kevent_wake_pollers(q, 0);
@@ -1303,42 +1419,16 @@ struct kevent_deadline {
 	ktime_t expires;
 };
 
-static bool kevent_waiter_done(const struct kevent_waiter *w)
-{
-	const struct kevent_queue *q = w->q;
-
-	return q->nready - w->own >= w->need || q->wake_gen != w->wake_gen ||
-	       q->flush_gen != w->flush_gen || q->posted != w->posted;
-}
-
-/*
- * Wakes a waiter only when its target is met (D4: min_nr). Returning 0
- * passes an exclusive wake-up on to the next waiter, so a min_nr = 8 sleeper
- * never eats the wake-up a min_nr = 1 sleeper needs.
- */
-static int kevent_waiter_wake(wait_queue_entry_t *wait, unsigned int mode,
-			      int sync, void *key)
-{
-	struct kevent_waiter *w = container_of(wait, struct kevent_waiter,
-					       wait);
-
-	/* Every wake-up of q->wq happens under q->lock. */
-	lockdep_assert_held(&w->q->lock);
-	if (!kevent_waiter_done(w))
-		return 0;
-	return autoremove_wake_function(wait, mode, sync, key);
-}
-
 /* Return: 0 (woken, or the target is met), -ETIMEDOUT or -EINTR. */
 static int kevent_sleep(struct kevent_waiter *w, struct kevent_deadline *d)
 {
 	struct kevent_queue *q = w->q;
 	int ret = 0;
 
-	init_waitqueue_func_entry(&w->wait, kevent_waiter_wake);
-	w->wait.private = current;
+	w->task = current;
 	spin_lock_irq(&q->lock);
-	__add_wait_queue_exclusive(&q->wq, &w->wait);
+	/* Woken in the order they came (kevent_wake_locked()). */
+	list_add_tail(&w->entry, &q->waiters);
 	for (;;) {
 		set_current_state(TASK_INTERRUPTIBLE);
 		if (kevent_waiter_done(w))
@@ -1355,7 +1445,7 @@ static int kevent_sleep(struct kevent_waiter *w, struct kevent_deadline *d)
 			ret = -ETIMEDOUT;
 		spin_lock_irq(&q->lock);
 		/*
-		 * Woken (the wake-up took the entry off q->wq) or timed out:
+		 * Woken (the wake-up took it off q->waiters) or timed out:
 		 * either way back to the caller, which scans and, if another
 		 * waiter took the events meanwhile, sleeps again with a new
 		 * entry. Sleeping on here without one would never be woken.
@@ -1363,8 +1453,8 @@ static int kevent_sleep(struct kevent_waiter *w, struct kevent_deadline *d)
 		break;
 	}
 	__set_current_state(TASK_RUNNING);
-	if (!list_empty(&w->wait.entry))
-		__remove_wait_queue(&q->wq, &w->wait);
+	if (!list_empty(&w->entry))
+		list_del_init(&w->entry);
 	spin_unlock_irq(&q->lock);
 	return ret;
 }
@@ -1444,7 +1534,7 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 	/*
 	 * The sink and the waiter are set field by field below, not zeroed
 	 * first (CONFIG_INIT_STACK_ALL_ZERO would, once per call); the
-	 * waiter's wait entry is kevent_sleep()'s. A field added to either
+	 * waiter's entry and task are kevent_sleep()'s. A field added to either
 	 * must be set here too.
 	 */
 	struct kevent_sink s __uninitialized;

@@ -207,12 +207,8 @@ static bool kevent_aring_write(struct kevent_queue *q, const struct ukevent *ev,
 	WRITE_ONCE(q->kidx, next);
 	q->posted++;
 	/* Pairs with the waiter's check under q->lock: no lost wake. */
-	if (waitqueue_active(&q->wq)) {
-		if (wake_all)
-			wake_up_all(&q->wq);
-		else
-			wake_up(&q->wq);
-	}
+	if (!list_empty(&q->waiters))
+		kevent_wake_locked(q, wake_all);
 	return true;
 }
 
