@@ -436,7 +436,6 @@ static enum kevent_report kevent_aio_report(struct kevent *k,
 
 static const struct kevent_ops kevent_aio_ops = {
 	.slab		= KEVENT_SLAB_AIO,
-	.occurrence	= true,
 	/* No arm: never through ADD (kevent_type_ops() has no AIO). */
 	.disarm		= kevent_aio_disarm,
 	.peek		= kevent_aio_peek,

@@ -266,6 +266,7 @@ static int kevent_fd_arm(struct kevent *k, __poll_t *ready)
 	k->fd.file = file;
 	k->fd.fd = fd;
 	k->fd.mask = kevent_fd_mask(k->uk.type, k->uk.event);
+	k->level = !(k->uk.req_flags & KEVENT_REQ_ET);
 	INIT_HLIST_NODE(&k->fd.fnode);
 	if (file->f_op == &kevent_fops) {
 		err = kevent_nest(k, file->private_data);
@@ -293,6 +294,7 @@ static __poll_t kevent_fd_modify(struct kevent *k, int *err)
 		return 0;
 	}
 	WRITE_ONCE(k->fd.mask, kevent_fd_mask(k->uk.type, k->uk.event));
+	k->level = !(k->uk.req_flags & KEVENT_REQ_ET);
 	/*
 	 * The new mask before the re-poll; pairs with the barrier of the
 	 * source's wq_has_sleeper() before it wakes (as ep_modify()).
@@ -363,7 +365,6 @@ static enum kevent_report kevent_fd_report(struct kevent *k,
 
 const struct kevent_ops kevent_fd_ops = {
 	.slab		= KEVENT_SLAB_FD,
-	.occurrence	= false,
 	.arm		= kevent_fd_arm,
 	.disarm		= kevent_fd_disarm,
 	.modify		= kevent_fd_modify,

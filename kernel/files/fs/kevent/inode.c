@@ -204,7 +204,6 @@ static enum kevent_report kevent_inode_deliver(struct kevent *k,
 
 const struct kevent_ops kevent_inode_ops = {
 	.slab		= KEVENT_SLAB_INODE,
-	.occurrence	= true,
 	.arm		= kevent_inode_arm,
 	.disarm		= kevent_inode_disarm,
 	.report		= kevent_inode_deliver,

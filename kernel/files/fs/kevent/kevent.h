@@ -78,9 +78,6 @@ enum kevent_slab {
 /**
  * struct kevent_ops - what differs between kevent types
  * @slab: where its kevents are allocated
- * @occurrence: readiness is an occurrence, consumed by its delivery (D7);
- *	otherwise it is a state of a file, delivered by every wait in level
- *	mode
  * @arm: ADD: check the entry and start watching. Process context, q->mtx
  *	held, the kevent not yet in the tree. Sets *@ready to what the source
  *	has right now (state types). Returns 0 or -errno.
@@ -106,7 +103,6 @@ enum kevent_slab {
  */
 struct kevent_ops {
 	enum kevent_slab slab;
-	bool occurrence;
 	int (*arm)(struct kevent *k, __poll_t *ready);
 	void (*disarm)(struct kevent *k);
 	__poll_t (*modify)(struct kevent *k, int *err);
@@ -202,6 +198,13 @@ struct kevent {
 	refcount_t ref;
 	bool registered;		/* in the tree; under q->mtx */
 	bool charged;			/* counted in max_user_kevents */
+	/*
+	 * A state, delivered again by every wait while it lasts (D7): an fd
+	 * kevent without KEVENT_REQ_ET (fd.c sets it on ADD and MODIFY);
+	 * every other kevent is an occurrence, consumed by its delivery.
+	 * Under q->mtx.
+	 */
+	bool level;
 	u64 stamp;			/* its call; q->mtx and q->lock */
 	/*
 	 * A delivery's (queue.c), under q->mtx: its chains, of the batch in
@@ -381,11 +384,6 @@ static inline void kevent_aio_setup(void)
 }
 #endif
 void kevent_inode_release_queue(struct kevent_queue *q);
-
-static inline bool kevent_is_edge(const struct kevent *k)
-{
-	return READ_ONCE(k->uk.req_flags) & KEVENT_REQ_ET;
-}
 
 static inline bool kevent_is_oneshot(const struct kevent *k)
 {

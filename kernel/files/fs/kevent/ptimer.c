@@ -156,7 +156,6 @@ static enum kevent_report kevent_ptimer_report(struct kevent *k,
 
 const struct kevent_ops kevent_ptimer_ops = {
 	.slab		= KEVENT_SLAB_PTIMER,
-	.occurrence	= true,
 	.disarm		= kevent_ptimer_disarm,
 	.report		= kevent_ptimer_report,
 	.post		= kevent_ptimer_report,

@@ -344,13 +344,10 @@ static __always_inline void kevent_uncount(struct kevent_queue *q,
 		kevent_own(q, k, -1);
 }
 
-/*
- * A level kevent: a state, delivered again by every wait while it lasts
- * (D7). Only fd kevents are states; KEVENT_REQ_ET makes them edges.
- */
+/* A level kevent (D7): fd.c keeps the flag on ADD and MODIFY. */
 static __always_inline bool kevent_level(const struct kevent *k)
 {
-	return !k->ops->occurrence && !kevent_is_edge(k);
+	return k->level;
 }
 
 /* Takes @k off whatever list it is queued on. */

@@ -132,7 +132,6 @@ static enum kevent_report kevent_signal_report(struct kevent *k,
 
 const struct kevent_ops kevent_signal_ops = {
 	.slab		= KEVENT_SLAB_SIGNAL,
-	.occurrence	= true,
 	.arm		= kevent_signal_arm,
 	.disarm		= kevent_signal_disarm,
 	.report		= kevent_signal_report,

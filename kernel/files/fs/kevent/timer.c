@@ -162,7 +162,6 @@ static enum kevent_report kevent_timer_post(struct kevent *k,
 
 const struct kevent_ops kevent_timer_ops = {
 	.slab		= KEVENT_SLAB_TIMER,
-	.occurrence	= true,
 	.arm		= kevent_timer_arm,
 	.disarm		= kevent_timer_disarm,
 	.report		= kevent_timer_report,

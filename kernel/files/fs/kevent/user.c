@@ -28,7 +28,6 @@ static enum kevent_report kevent_user_report(struct kevent *k,
 
 const struct kevent_ops kevent_user_ops = {
 	.slab		= KEVENT_SLAB_USER,
-	.occurrence	= true,
 	.arm		= kevent_user_arm,
 	.disarm		= kevent_user_disarm,
 	.report		= kevent_user_report,
