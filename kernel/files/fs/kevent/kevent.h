@@ -209,7 +209,8 @@ struct kevent {
 	/*
 	 * A delivery's (queue.c), under q->mtx: its chains, of the batch in
 	 * hand and then of what it delivered (one at a time), and the ready
-	 * state it took
+	 * state it took (of a level kevent only its READY mark, the one part
+	 * its report reads)
 	 */
 	struct kevent *hand_next;
 	struct kevent_snap hand;

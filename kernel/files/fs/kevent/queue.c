@@ -1046,15 +1046,17 @@ static void kevent_restore(struct kevent_queue *q, struct kevent_sink *s,
 	const struct kevent_snap *snap = &k->hand;
 
 	lockdep_assert_held(&q->lock);
-	k->pending = k->pending + snap->pending < k->pending ?
-		     U32_MAX : k->pending + snap->pending;
-	k->bits |= snap->bits;
 	k->marked |= snap->marked;
 	if (kevent_level(k)) {
 		/* Still queued and counted on s->requeue (kevent_take()). */
 		list_move_tail(&k->link, back);
 		s->nrequeue--;
-	} else if (list_empty(&k->link)) {
+		return;
+	}
+	k->pending = k->pending + snap->pending < k->pending ?
+		     U32_MAX : k->pending + snap->pending;
+	k->bits |= snap->bits;
+	if (list_empty(&k->link)) {
 		list_add_tail(&k->link, back);
 		kevent_count(q, k, kevent_owners(q));
 	}
@@ -1189,18 +1191,24 @@ static struct kevent *kevent_take(struct kevent_queue *q,
 			continue;
 		}
 		if (kevent_level(k)) {
+			/*
+			 * Its report reads only the READY mark (fdpoll.h):
+			 * what producers count for a state is never read.
+			 */
+			k->hand.marked = k->marked;
+			k->marked = false;
 			k->merged = false;
 			again++;
 		} else {
 			/* On a copy of q->ready, so counted. */
 			kevent_uncount(q, k, owners);
+			k->hand.pending = k->pending;
+			k->hand.bits = k->bits;
+			k->hand.marked = k->marked;
+			k->pending = 0;
+			k->bits = 0;
+			k->marked = false;
 		}
-		k->hand.pending = k->pending;
-		k->hand.bits = k->bits;
-		k->hand.marked = k->marked;
-		k->pending = 0;
-		k->bits = 0;
-		k->marked = false;
 		*tail = k;
 		tail = &k->hand_next;
 		taken++;
