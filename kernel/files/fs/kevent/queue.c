@@ -1077,8 +1077,9 @@ static __always_inline int kevent_put_record(struct ukevent __user *dst,
 	unsafe_copy_to_user((void __user *)dst, (const void *)&k->uk,
 			    offsetof(struct ukevent, ret_flags), efault);
 	unsafe_put_user(flags, &dst->ret_flags, efault);
-	unsafe_put_user(data[0], &dst->ret_data[0], efault);
-	unsafe_put_user(data[1], &dst->ret_data[1], efault);
+	/* Both words in one 8-byte store. */
+	unsafe_copy_to_user((void __user *)dst->ret_data, (const void *)data,
+			    sizeof(dst->ret_data), efault);
 	unsafe_copy_to_user((void __user *)dst->user,
 			    (const void *)k->uk.user, sizeof(dst->user),
 			    efault);
