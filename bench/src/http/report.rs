@@ -54,6 +54,23 @@ impl ReportCtx<'_> {
             .collect()
     }
 
+    /// The instrument's floor at load `li` (P67): the interval of the A/A control's ratio
+    /// (the epoll server run a second time, [`Server::EpollAgain`]) to epoll; `None` when
+    /// it did not run.
+    fn floor(&self, li: usize) -> Option<Interval> {
+        let si = self.servers.iter().position(|&s| s == Server::EpollAgain)?;
+        Interval::of(&self.ratios(li, si))
+    }
+
+    /// The verdict on server `si`'s ratio at load `li` against the floor (P67).
+    fn verdict(&self, li: usize, si: usize) -> Option<String> {
+        let i = Interval::of(&self.ratios(li, si))?;
+        Some(match self.floor(li) {
+            Some(f) if self.servers[si] != Server::EpollAgain => floor_verdict(&i, &f),
+            _ => i.verdict("faster", "slower"),
+        })
+    }
+
     /// Microseconds per response (`1e6 / rps`) of each run of server `si`.
     fn us_per_response(&self, li: usize, si: usize) -> Vec<f64> {
         self.runs[li][si]
@@ -102,6 +119,49 @@ impl ReportCtx<'_> {
             }
             for si in 1..self.servers.len() {
                 let cell = Interval::of(&self.us_saved(li, si)).map_or("–".into(), |i| i.cell(2));
+                let _ = write!(row, " {cell} |");
+            }
+            let _ = writeln!(md, "{row}");
+        }
+        md.push('\n');
+    }
+
+    /// The verdict on every ratio against the instrument's floor (P67) for the loads
+    /// `which`; nothing when the A/A control did not run.
+    fn floor_table(&self, md: &mut String, which: &[usize]) {
+        if !self.servers.contains(&Server::EpollAgain) {
+            return;
+        }
+        let _ = writeln!(
+            md,
+            "The instrument's floor (P67): `epoll (again)` is the epoll server run a second \
+             time as a server of its own, so its ratio to epoll is what \"no difference\" \
+             measures at each load (phase, order and drift within the run). A server is \
+             slower or faster than its base only when its ratio's interval lies wholly below \
+             or above the floor's interval at the same load.\n"
+        );
+        let mut header = "| load | floor: epoll (again) ÷ epoll |".to_owned();
+        let mut rule = "|---|---|".to_owned();
+        let judged: Vec<usize> = (1..self.servers.len())
+            .filter(|&si| self.servers[si] != Server::EpollAgain)
+            .collect();
+        for &si in &judged {
+            let base = short_server(self.servers[self.base(si)]);
+            let _ = write!(header, " {} ÷ {base} |", short_server(self.servers[si]));
+            rule.push_str("---|");
+        }
+        let _ = writeln!(md, "{header}\n{rule}");
+        for &li in which {
+            let floor = self.floor(li).map_or("–".into(), |f| f.ratio_cell());
+            let mut row = format!("| `{}` | {floor} |", self.loads[li].short());
+            for &si in &judged {
+                let cell = Interval::of(&self.ratios(li, si)).map_or("–".into(), |i| {
+                    format!(
+                        "{:.2}: {}",
+                        i.median,
+                        self.verdict(li, si).unwrap_or_default()
+                    )
+                });
                 let _ = write!(row, " {cell} |");
             }
             let _ = writeln!(md, "{row}");
@@ -200,6 +260,7 @@ pub(super) fn report(
         .collect();
     let _ = writeln!(md, "#### Built-in load generator\n");
     ctx.table(&mut md, &builtin);
+    ctx.floor_table(&mut md, &builtin);
     let _ = writeln!(
         md,
         "Time per response, `1e6 ÷ req/s` (median over rounds, 95% interval), and what each \
@@ -212,6 +273,49 @@ pub(super) fn report(
          1 µs = 1000 guest instructions.\n"
     );
     ctx.per_response_table(&mut md, &builtin);
+    // The same runs counted over whole waves of the closed loop (P68).
+    let wave_runs: Vec<Vec<Vec<Option<RunResult>>>> = ctx
+        .runs
+        .iter()
+        .map(|l| {
+            l.iter()
+                .map(|s| {
+                    s.iter()
+                        .map(|r| {
+                            let r = r.as_ref()?;
+                            Some(RunResult {
+                                rps: r.wave_rps?,
+                                ..r.clone()
+                            })
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let waves: Vec<usize> = builtin
+        .iter()
+        .copied()
+        .filter(|&li| wave_runs[li].iter().flatten().any(Option::is_some))
+        .collect();
+    if !waves.is_empty() {
+        let wctx = ReportCtx {
+            runs: &wave_runs,
+            nginx: None,
+            nginx_errors: String::new(),
+            ..*ctx
+        };
+        let _ = writeln!(
+            md,
+            "The same runs counted over whole waves (P68): from the first response completed \
+             in the window to the first response of the same connection completed after the \
+             window's end, so that the count starts and ends at the same phase of the closed \
+             loop (at 8000 connections a connection's turn comes about once per second, a \
+             quarter of a 4 s window).\n"
+        );
+        wctx.table(&mut md, &waves);
+        wctx.floor_table(&mut md, &waves);
+    }
     if !tools.is_empty() {
         let _ = writeln!(md, "#### ab and wrk\n");
         ctx.table(&mut md, &tools);
@@ -361,7 +465,7 @@ pub(super) fn report(
                             b => format!(" ÷ {}", short_server(servers[b])),
                         },
                         i.cell(2),
-                        i.verdict("faster", "slower")
+                        ctx.verdict(li, si).unwrap_or_default()
                     )
                 })
             })
@@ -393,6 +497,16 @@ pub(super) fn report(
                         )
                     })),
                 ),
+                ("floor", ctx.floor(li).map_or(Json::Null, |f| f.json())),
+                (
+                    "verdicts",
+                    Json::obj((1..servers.len()).map(|si| {
+                        (
+                            servers[si].key(),
+                            ctx.verdict(li, si).map_or(Json::Null, Json::from),
+                        )
+                    })),
+                ),
                 (
                     "results",
                     Json::obj(servers.iter().enumerate().map(|(si, s)| {
@@ -410,6 +524,10 @@ pub(super) fn report(
                                         Some(r) => {
                                             let mut o = Json::obj([
                                                 ("rps", Json::from(r.rps)),
+                                                (
+                                                    "wave_rps",
+                                                    r.wave_rps.map_or(Json::Null, Json::from),
+                                                ),
                                                 ("errors", Json::from(r.errors)),
                                                 ("non_200", Json::from(r.non_200)),
                                             ]);
@@ -458,6 +576,21 @@ pub(super) fn report(
     }
 }
 
+/// P67: a ratio is faster or slower than its base only when its interval lies wholly above
+/// or below the interval of the A/A control's ratio (`floor`) at the same load; otherwise the
+/// instrument does not resolve a difference.
+fn floor_verdict(i: &Interval, floor: &Interval) -> String {
+    if !i.is_interval() || !floor.is_interval() {
+        "too few runs to say".to_owned()
+    } else if i.lo > floor.hi {
+        "faster: above the A/A floor".to_owned()
+    } else if i.hi < floor.lo {
+        "slower: below the A/A floor".to_owned()
+    } else {
+        "within the A/A floor: no difference resolved".to_owned()
+    }
+}
+
 fn short_server(s: Server) -> String {
     match s {
         Server::InProcess(Flavour::Epoll) => "epoll".into(),
@@ -465,7 +598,37 @@ fn short_server(s: Server) -> String {
         Server::InProcess(Flavour::Safe(b)) => format!("safe API ({})", b.as_str()),
         Server::InProcess(Flavour::Ring(b)) => format!("async ring ({})", b.as_str()),
         Server::InProcess(Flavour::Uring) => "io_uring".into(),
+        Server::EpollAgain => "epoll again".into(),
         Server::External { kind, shim: false } => kind.name().into(),
         Server::External { kind, shim: true } => format!("{} kevent", kind.name()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iv(median: f64, lo: f64, hi: f64) -> Interval {
+        Interval {
+            median,
+            lo,
+            hi,
+            n: 3,
+        }
+    }
+
+    #[test]
+    fn a_ratio_is_judged_against_the_a_a_floor() {
+        let floor = iv(1.0, 0.98, 1.01);
+        // Below 1.0 but inside the floor: not resolved, although its interval excludes 1.0.
+        let inside = iv(0.985, 0.98, 0.99);
+        assert_eq!(inside.verdict("faster", "slower"), "slower");
+        assert!(floor_verdict(&inside, &floor).starts_with("within"));
+        assert!(floor_verdict(&iv(0.96, 0.95, 0.97), &floor).starts_with("slower"));
+        assert!(floor_verdict(&iv(1.03, 1.02, 1.04), &floor).starts_with("faster"));
+        // Touching the floor's interval is inside it.
+        assert!(floor_verdict(&iv(1.02, 1.01, 1.03), &floor).starts_with("within"));
+        let one = Interval { n: 1, ..floor };
+        assert_eq!(floor_verdict(&inside, &one), "too few runs to say");
     }
 }
