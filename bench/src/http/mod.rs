@@ -619,6 +619,7 @@ mod tests {
                 assert!(c.wave_us > 0 && c.wave_ok > 0, "{f:?} {mode:?}: {c:?}");
                 // The server answered at least what the window counted.
                 assert!(st.requests >= c.ok, "{f:?} {mode:?}: {st:?} {c:?}");
+                assert!(st.events > 0 && st.waits > 0, "{f:?} {mode:?}: {st:?}");
                 if mode == Mode::Close {
                     assert!(c.connects > c.ok, "{c:?}");
                 } else {

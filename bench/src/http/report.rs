@@ -324,7 +324,7 @@ pub(super) fn report(
     let _ = writeln!(
         md,
         "Server-side counts, summed over the runs: waits and control calls (`epoll_ctl` / \
-         `kevent_ctl`) per 1000 responses (in-process servers only), what the load \
+         `kevent_ctl`) and events taken per 1000 responses (in-process servers only), what the load \
          generator counted as errors and as responses other than 200, and the machine's TCP \
          counters over the runs: connection requests a listener dropped (`ListenDrops`: a \
          full request or accept queue; each costs the client a 1 s SYN retransmission, so a \
@@ -332,10 +332,10 @@ pub(super) fn report(
     );
     let _ = writeln!(
         md,
-        "| load | server | responses | waits/1000 | ctl calls/1000 | errors | non-200 | \
-         listen drops | retransmitted |"
+        "| load | server | responses | waits/1000 | ctl calls/1000 | events/1000 | errors | \
+         non-200 | listen drops | retransmitted |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
     for (li, load) in loads.iter().enumerate() {
         for (si, s) in servers.iter().enumerate() {
             let rs: Vec<&RunResult> = ctx.runs[li][si].iter().flatten().collect();
@@ -343,6 +343,7 @@ pub(super) fn report(
             let req: u64 = st.iter().map(|s| s.requests).sum();
             let waits: u64 = st.iter().map(|s| s.waits).sum();
             let ctls: u64 = st.iter().map(|s| s.ctls).sum();
+            let events: u64 = st.iter().map(|s| s.events).sum();
             let errs: u64 = rs.iter().map(|r| r.errors).sum();
             let non200: u64 = rs.iter().map(|r| r.non_200).sum();
             let tcp: Vec<_> = rs.iter().filter_map(|r| r.tcp).collect();
@@ -368,11 +369,12 @@ pub(super) fn report(
             };
             let _ = writeln!(
                 md,
-                "| `{}` | {} | {responses} | {} | {} | {errs} | {non200} | {drops} | {retrans} |",
+                "| `{}` | {} | {responses} | {} | {} | {} | {errs} | {non200} | {drops} | {retrans} |",
                 load.short(),
                 s.name(),
                 per(waits),
-                per(ctls)
+                per(ctls),
+                per(events)
             );
         }
     }
@@ -540,6 +542,7 @@ pub(super) fn report(
                                                 o.push("server_accepted", Json::from(st.accepted));
                                                 o.push("server_waits", Json::from(st.waits));
                                                 o.push("server_ctl_calls", Json::from(st.ctls));
+                                                o.push("server_events", Json::from(st.events));
                                             }
                                             o
                                         }

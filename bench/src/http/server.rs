@@ -83,6 +83,10 @@ pub struct ServerStats {
     /// Control calls made (`epoll_ctl` / `kevent_ctl`; io_uring: `io_uring_enter` calls that
     /// only submit, the polls and removes riding on the waits' calls otherwise).
     pub ctls: u64,
+    /// Events taken from the mechanism (the listener's included): with one per response a
+    /// connection per request costs two (its listener's share and its own), more when a
+    /// connection is reported again.
+    pub events: u64,
 }
 
 /// What to do with a connection after it was served.
@@ -326,6 +330,7 @@ fn serve_epoll(lfd: RawFd, stop: &AtomicBool) -> ServerStats {
     while !stop.load(Ordering::Relaxed) {
         let n = os::epoll_wait(ep, &mut events, 50);
         st.waits += 1;
+        st.events += n as u64;
         for e in &events[..n] {
             let fd = e.u64 as RawFd;
             if fd == lfd {
@@ -423,6 +428,7 @@ fn serve_kevent(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats 
     while !stop.load(Ordering::Relaxed) {
         let n = q.get_events(1, &mut events, &timeout).unwrap_or(0) as usize;
         st.waits += 1;
+        st.events += n as u64;
         for e in &events[..n] {
             let fd = e.id.raw()[0] as RawFd;
             if fd == lfd {
@@ -507,6 +513,7 @@ fn serve_ring(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats {
             let _ = q.wait_async(&timeout);
             continue;
         }
+        st.events += ready.len() as u64;
         for (fd, broken) in ready.drain(..) {
             if fd == lfd {
                 accept_all(lfd, |c| {
@@ -573,6 +580,7 @@ fn serve_uring(lfd: RawFd, stop: &AtomicBool) -> ServerStats {
             }
         }
         u.reap_each(|c| ready.push(c));
+        st.events += ready.len() as u64;
         for r in ready.drain(..) {
             if r.user_data == LISTENER {
                 if !r.more {
@@ -689,6 +697,7 @@ fn serve_safe(backend: Backend, listener: &TcpListener, stop: &AtomicBool) -> Se
     while !stop.load(Ordering::Relaxed) {
         let _ = q.wait(&mut events, timeout);
         st.waits += 1;
+        st.events += events.len() as u64;
         for ev in &events {
             if ev.token() == LISTENER {
                 accept_all(lfd, |c| {
