@@ -514,13 +514,10 @@ fn serve_ring(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats {
             continue;
         }
         st.events += ready.len() as u64;
+        let mut listener_ready = false;
         for (fd, broken) in ready.drain(..) {
             if fd == lfd {
-                accept_all(lfd, |c| {
-                    conns.insert(c);
-                    st.accepted += 1;
-                    batch.adds.push(et(c, KEVENT_SOCKET_RECV));
-                });
+                listener_ready = true;
                 continue;
             }
             let Some(conn) = conns.get(fd) else { continue };
@@ -541,6 +538,16 @@ fn serve_ring(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats {
                 Next::Read if was_writing => batch.modifies.push(et(fd, KEVENT_SOCKET_RECV)),
                 _ => {}
             }
+        }
+        if listener_ready {
+            // Once per look at the ring, however many of the listener's wake-ups it held, and
+            // after the connections' events: every accept that finds the queue empty
+            // allocates and frees a whole socket file before it says EAGAIN.
+            accept_all(lfd, |c| {
+                conns.insert(c);
+                st.accepted += 1;
+                batch.adds.push(et(c, KEVENT_SOCKET_RECV));
+            });
         }
         batch.flush(&q, &mut conns, &mut st);
     }
@@ -581,23 +588,13 @@ fn serve_uring(lfd: RawFd, stop: &AtomicBool) -> ServerStats {
         }
         u.reap_each(|c| ready.push(c));
         st.events += ready.len() as u64;
+        let mut listener_ready = false;
         for r in ready.drain(..) {
             if r.user_data == LISTENER {
                 if !r.more {
                     let _ = u.poll_add_tagged(lfd, rd, LISTENER);
                 }
-                accept_all(lfd, |c| {
-                    conns.insert(c);
-                    st.accepted += 1;
-                    let i = c as usize;
-                    if generation.len() <= i {
-                        generation.resize(i + 1, 0);
-                    }
-                    generation[i] = generation[i].wrapping_add(1);
-                    if u.poll_add_tagged(c, rd, tag(c, generation[i])).is_err() {
-                        conns.close(c);
-                    }
-                });
+                listener_ready = true;
                 continue;
             }
             let fd = (r.user_data & 0xffff_ffff) as RawFd;
@@ -642,6 +639,22 @@ fn serve_uring(lfd: RawFd, stop: &AtomicBool) -> ServerStats {
                 }
                 None => {}
             }
+        }
+        if listener_ready {
+            // Once per reaping, after the connections' completions (a multishot poll
+            // completes at every wake-up of the listener): see `serve_ring`.
+            accept_all(lfd, |c| {
+                conns.insert(c);
+                st.accepted += 1;
+                let i = c as usize;
+                if generation.len() <= i {
+                    generation.resize(i + 1, 0);
+                }
+                generation[i] = generation[i].wrapping_add(1);
+                if u.poll_add_tagged(c, rd, tag(c, generation[i])).is_err() {
+                    conns.close(c);
+                }
+            });
         }
         if !closing.is_empty() {
             // The removes go in before the closes, so the closes release the sockets.
