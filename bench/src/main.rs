@@ -99,7 +99,8 @@ options:
   --rounds N     http: N rounds of the built-in generator's loads (default 10; --quick 3)
   --window-ms MS http: the built-in generator's measured window (default 3000; --quick 500)
   --servers K,.. http: only the servers whose JSON key contains one of these (e.g.
-                 epoll,kevent_raw_native); epoll, the ratios' base, always runs
+                 epoll_again,kevent_raw_native); epoll, the ratios' base, always runs;
+                 epoll_again (epoll a second time, the A/A floor) runs when selected
   --loads K,...  http: only these loads: c100, c1000, c8000 (keep-alive), c8000close, ab, wrk
   --rt           run the single-process benchmarks (all but http) at
                  SCHED_FIFO priority 1 on their pinned CPU (root; needs two CPUs), so that
@@ -188,24 +189,8 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
             "--out" => {
                 opts.out = Some(it.next().ok_or("--out needs a directory")?.into());
             }
-            "--rounds" => {
-                let v = it.next().ok_or("--rounds needs a number")?;
-                opts.rounds = Some(
-                    v.parse()
-                        .ok()
-                        .filter(|&n| n >= 1)
-                        .ok_or_else(|| format!("--rounds {v:?}: not a number >= 1"))?,
-                );
-            }
-            "--window-ms" => {
-                let v = it.next().ok_or("--window-ms needs a number")?;
-                opts.window_ms = Some(
-                    v.parse()
-                        .ok()
-                        .filter(|&n| n >= 50)
-                        .ok_or_else(|| format!("--window-ms {v:?}: not a number >= 50"))?,
-                );
-            }
+            "--rounds" => opts.rounds = Some(number_at_least(a, it.next(), 1)? as usize),
+            "--window-ms" => opts.window_ms = Some(number_at_least(a, it.next(), 50)?),
             "--servers" => {
                 let v = it.next().ok_or("--servers needs a list")?;
                 opts.servers = Some(list(v)).filter(|l| !l.is_empty());
@@ -236,6 +221,15 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
         }
     }
     Ok(opts)
+}
+
+/// The value of the numeric option `name`: a whole number of at least `min`.
+fn number_at_least(name: &str, v: Option<&String>, min: u64) -> Result<u64, String> {
+    let v = v.ok_or_else(|| format!("{name} needs a number"))?;
+    v.parse()
+        .ok()
+        .filter(|&n| n >= min)
+        .ok_or_else(|| format!("{name} {v:?}: not a number >= {min}"))
 }
 
 /// The arguments as strings; the first that is not UTF-8 is the error (`std::env::args`
@@ -550,6 +544,11 @@ mod tests {
         assert!(a(&["--rounds", "0"]).is_err());
         assert!(a(&["--rounds"]).is_err());
         assert!(a(&["--window-ms", "x"]).is_err());
+        assert_eq!(
+            a(&["--window-ms", "49"]).unwrap_err(),
+            "--window-ms \"49\": not a number >= 50"
+        );
+        assert_eq!(a(&["--rounds"]).unwrap_err(), "--rounds needs a number");
         let o = a(&[
             "--servers",
             "epoll,kevent_raw_native",

@@ -34,10 +34,11 @@
 pub mod mapping;
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use kevent_backend::Backend;
@@ -88,6 +89,40 @@ thread_local! {
     static BUF: std::cell::RefCell<Vec<ukevent>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// A hasher for maps keyed by file descriptors: one multiplication (Fibonacci hashing) per
+/// key instead of SipHash's rounds. The keys are the program's own small integers, not
+/// input an attacker chooses to collide, and the maps are looked up on every `epoll_ctl`
+/// and `epoll_wait` the shim serves.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FdHasher(u64);
+
+impl Hasher for FdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_i32(&mut self, n: i32) {
+        self.write_u64(u64::from(n as u32));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// A map keyed by file descriptor, hashed with [`FdHasher`].
+pub type FdMap<V> = HashMap<RawFd, V, BuildHasherDefault<FdHasher>>;
+
 /// A fired or armed `EPOLLONESHOT` registration, as epoll keeps it.
 #[derive(Clone, Copy, Debug)]
 struct OneShot {
@@ -118,7 +153,10 @@ pub struct Epoll {
     fd: RawFd,
     opts: Options,
     owns_fd: bool,
-    oneshots: Mutex<HashMap<RawFd, OneShot>>,
+    oneshots: Mutex<FdMap<OneShot>>,
+    /// Whether `oneshots` ever held an entry: until then `ctl` neither locks nor looks it
+    /// up (no `EPOLLONESHOT` registration, no entry to find or forget).
+    any_oneshot: AtomicBool,
     ring: Option<Mutex<Ring>>,
     dropped: AtomicU64,
 }
@@ -200,7 +238,8 @@ impl Epoll {
             fd,
             opts,
             owns_fd: true,
-            oneshots: Mutex::new(HashMap::new()),
+            oneshots: Mutex::new(FdMap::default()),
+            any_oneshot: AtomicBool::new(false),
             ring,
             dropped: AtomicU64::new(0),
         })
@@ -227,8 +266,24 @@ impl Epoll {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    fn oneshots(&self) -> std::sync::MutexGuard<'_, HashMap<RawFd, OneShot>> {
+    fn oneshots(&self) -> std::sync::MutexGuard<'_, FdMap<OneShot>> {
         self.oneshots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// fd's ONESHOT entry, if any (no lock while there never was one).
+    fn oneshot_of(&self, fd: RawFd) -> Option<OneShot> {
+        if !self.any_oneshot.load(Ordering::Acquire) {
+            return None;
+        }
+        self.oneshots().get(&fd).copied()
+    }
+
+    /// Forgets fd's ONESHOT entry and returns it (no lock while there never was one).
+    fn forget_oneshot(&self, fd: RawFd) -> Option<OneShot> {
+        if !self.any_oneshot.load(Ordering::Acquire) {
+            return None;
+        }
+        self.oneshots().remove(&fd)
     }
 
     fn ctl1(&self, cmd: u32, e: &mut ukevent) -> Result<u32, Errno> {
@@ -286,7 +341,7 @@ impl Epoll {
                 let ev = event.ok_or(Errno::EFAULT)?;
                 let (events, data) = (ev.events, ev.u64);
                 let oneshot = events & mapping::EPOLLONESHOT != 0;
-                let prior = self.oneshots().get(&fd).copied();
+                let prior = self.oneshot_of(fd);
                 let same_file = |o: &OneShot| identity(fd) == Some(o.file);
                 if op == libc::EPOLL_CTL_ADD {
                     if prior.is_some_and(|o| o.fired && same_file(&o)) {
@@ -302,7 +357,7 @@ impl Epoll {
                         // epoll re-arms a fired ONESHOT with MOD; kevent with ADD.
                         Some(o) if o.fired && same_file(&o) => self.add(fd, events, data)?,
                         Some(o) if o.fired => {
-                            self.oneshots().remove(&fd);
+                            self.forget_oneshot(fd);
                             return Err(Errno::ENOENT);
                         }
                         _ => {
@@ -325,12 +380,13 @@ impl Epoll {
                         }
                     }
                 }
-                let mut os = self.oneshots();
                 if oneshot {
                     let file = identity(fd).unwrap_or_default();
+                    let mut os = self.oneshots();
                     os.insert(fd, OneShot { fired: false, file });
+                    self.any_oneshot.store(true, Ordering::Release);
                 } else {
-                    os.remove(&fd);
+                    self.forget_oneshot(fd);
                 }
                 Ok(())
             }
@@ -341,7 +397,7 @@ impl Epoll {
                     // The kevent stays too: D10 reports or replaces it later.
                     return Err(Errno::EBADF);
                 }
-                let prior = self.oneshots().remove(&fd);
+                let prior = self.forget_oneshot(fd);
                 let same_file = prior.is_some_and(|o| identity(fd) == Some(o.file));
                 if prior.is_some_and(|o| o.fired) {
                     return if same_file {
@@ -375,35 +431,38 @@ impl Epoll {
             return Err(Errno::EINVAL);
         }
         let max = out.len().min(MAX_BATCH);
-        let deadline = timeout.map(|t| Instant::now() + t);
         BUF.with(|b| match b.try_borrow_mut() {
             Ok(mut buf) => {
                 if buf.len() < max {
                     buf.resize(max, ukevent::default());
                 }
-                self.wait_into(out, &mut buf[..max], deadline)
+                self.wait_into(out, &mut buf[..max], timeout)
             }
             // A wait from a signal handler that interrupted a wait of this thread.
-            Err(_) => self.wait_into(out, &mut vec![ukevent::default(); max], deadline),
+            Err(_) => self.wait_into(out, &mut vec![ukevent::default(); max], timeout),
         })
     }
 
+    /// The wait: the clock is read once, at the start, and only for a positive timeout
+    /// (the first call gets the caller's timeout as it is); it is needed only when a call
+    /// returns nothing to report (a timeout, or `EINTR` before it) or the time left for
+    /// another call.
     fn wait_into(
         &self,
         out: &mut [libc::epoll_event],
         buf: &mut [ukevent],
-        deadline: Option<Instant>,
+        timeout: Option<Duration>,
     ) -> Result<usize, Errno> {
+        let start = timeout.filter(|t| !t.is_zero()).map(|_| Instant::now());
+        let elapsed = || start.map_or(Duration::MAX, |s| s.elapsed());
+        let mut left = timeout;
         loop {
-            let left = match deadline {
-                // D6: no limit is a very large relative timeout.
-                None => kevent_sys::FOREVER,
-                Some(d) => timespec(d.saturating_duration_since(Instant::now())),
-            };
-            let got = self.take(buf, &left)?;
+            // D6: no limit is a very large relative timeout.
+            let ts = left.map_or(kevent_sys::FOREVER, timespec);
+            let got = self.take(buf, &ts)?;
             if got.is_empty() {
-                return match deadline {
-                    Some(d) if Instant::now() >= d => Ok(0),
+                return match timeout {
+                    Some(t) if elapsed() >= t => Ok(0),
                     _ => Err(Errno::EINTR),
                 };
             }
@@ -427,8 +486,12 @@ impl Epoll {
             if n > 0 {
                 return Ok(n);
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(0);
+            if let Some(t) = timeout {
+                let e = elapsed();
+                if e >= t {
+                    return Ok(0);
+                }
+                left = Some(t - e);
             }
         }
     }
@@ -496,4 +559,30 @@ fn timespec(d: Duration) -> libc::timespec {
 /// An epoll timeout in milliseconds (`epoll_wait`'s): negative waits without limit.
 pub fn timeout_ms(ms: i32) -> Option<Duration> {
     (ms >= 0).then(|| Duration::from_millis(ms as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::BuildHasher;
+
+    #[test]
+    fn fd_maps_keep_every_key_apart() {
+        let b = BuildHasherDefault::<FdHasher>::default();
+        // Neighbouring descriptors get different hashes, in their high bits too (hashbrown
+        // takes its control byte from the top seven).
+        let hashes: std::collections::HashSet<u64> = (0..4096).map(|fd| b.hash_one(fd)).collect();
+        assert_eq!(hashes.len(), 4096);
+        let tops: std::collections::HashSet<u64> =
+            (0..128).map(|fd| b.hash_one(fd) >> 57).collect();
+        assert!(tops.len() > 32, "{}", tops.len());
+        let mut m: FdMap<u32> = FdMap::default();
+        for fd in (-5..20000).step_by(7) {
+            m.insert(fd, fd as u32 ^ 0x55);
+        }
+        for fd in (-5..20000).step_by(7) {
+            assert_eq!(m.get(&fd), Some(&(fd as u32 ^ 0x55)));
+            assert_eq!(m.get(&(fd + 1)), None);
+        }
+    }
 }

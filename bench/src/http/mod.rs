@@ -66,12 +66,16 @@ pub enum Server {
         /// Under `LD_PRELOAD=libkevent-epoll.so`.
         shim: bool,
     },
+    /// The epoll server a second time, as a server of its own (P67): its ratio to epoll is
+    /// the instrument's floor, what "no difference" measures at each load.
+    EpollAgain,
 }
 
 impl Server {
     fn name(self) -> String {
         match self {
             Server::InProcess(f) => flavour_name(f),
+            Server::EpollAgain => "epoll (again)".into(),
             Server::External { kind, shim: false } => kind.name().into(),
             Server::External { kind, shim: true } => format!("{} on kevent (shim)", kind.name()),
         }
@@ -80,6 +84,7 @@ impl Server {
     fn key(self) -> String {
         match self {
             Server::InProcess(f) => flavour_key(f),
+            Server::EpollAgain => "epoll_again".into(),
             Server::External { kind, shim: false } => kind.name().into(),
             Server::External { kind, shim: true } => format!("{}_kevent_shim", kind.name()),
         }
@@ -148,6 +153,7 @@ fn run_one(
             return drive(load, port, client_cpu);
         }
         Server::InProcess(f) => f,
+        Server::EpollAgain => Flavour::Epoll,
     };
     let l = listener().map_err(|e| format!("listen: {e}"))?;
     let port = l.local_addr().map_err(|e| e.to_string())?.port();
@@ -304,6 +310,9 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
         Ok(()) => servers.push(Server::InProcess(Flavour::Uring)),
         Err(why) => notes.push(format!("io_uring: {why}; its rows are missing")),
     }
+    // P67: the A/A control, last of the in-process servers (apart from epoll in the
+    // rotation's order).
+    servers.push(Server::EpollAgain);
     if let Some(keys) = &opts.servers {
         // epoll stays: every ratio is to it.
         servers.retain(|s| {
@@ -606,6 +615,7 @@ mod tests {
                 assert_eq!((c.non_200, c.errors()), (0, 0), "{f:?} {mode:?}: {c:?}");
                 // The server answered at least what the window counted.
                 assert!(st.requests >= c.ok, "{f:?} {mode:?}: {st:?} {c:?}");
+                assert!(st.events > 0 && st.waits > 0, "{f:?} {mode:?}: {st:?}");
                 if mode == Mode::Close {
                     assert!(c.connects > c.ok, "{c:?}");
                 } else {

@@ -54,6 +54,27 @@ impl ReportCtx<'_> {
             .collect()
     }
 
+    /// The instrument's floor at load `li` (P67): the interval of the A/A control's ratio
+    /// (the epoll server run a second time, [`Server::EpollAgain`]) to epoll; `None` when
+    /// it did not run.
+    fn floor(&self, li: usize) -> Option<Interval> {
+        let si = self.servers.iter().position(|&s| s == Server::EpollAgain)?;
+        Interval::of(&self.ratios(li, si))
+    }
+
+    /// The verdict on server `si`'s ratio at load `li` against the floor (P67).
+    fn verdict(&self, li: usize, si: usize) -> Option<String> {
+        let i = Interval::of(&self.ratios(li, si))?;
+        Some(match self.floor(li) {
+            Some(f) if self.servers[si] != Server::EpollAgain => floor_verdict(&i, &f),
+            // The floor itself: an interval that excludes 1.0 is a bias of the two runs'
+            // places in the round, not a difference of servers.
+            Some(_) if i.contains(1.0) => "the A/A floor (contains 1.0)".to_owned(),
+            Some(_) => "the A/A floor (excludes 1.0: a bias of the runs' places)".to_owned(),
+            None => i.verdict("faster", "slower"),
+        })
+    }
+
     /// Microseconds per response (`1e6 / rps`) of each run of server `si`.
     fn us_per_response(&self, li: usize, si: usize) -> Vec<f64> {
         self.runs[li][si]
@@ -102,6 +123,49 @@ impl ReportCtx<'_> {
             }
             for si in 1..self.servers.len() {
                 let cell = Interval::of(&self.us_saved(li, si)).map_or("–".into(), |i| i.cell(2));
+                let _ = write!(row, " {cell} |");
+            }
+            let _ = writeln!(md, "{row}");
+        }
+        md.push('\n');
+    }
+
+    /// The verdict on every ratio against the instrument's floor (P67) for the loads
+    /// `which`; nothing when the A/A control did not run.
+    fn floor_table(&self, md: &mut String, which: &[usize]) {
+        if !self.servers.contains(&Server::EpollAgain) {
+            return;
+        }
+        let _ = writeln!(
+            md,
+            "The instrument's floor (P67): `epoll (again)` is the epoll server run a second \
+             time as a server of its own, so its ratio to epoll is what \"no difference\" \
+             measures at each load (phase, order and drift within the run). A server is \
+             slower or faster than its base only when its ratio's interval lies wholly below \
+             or above the floor's interval at the same load.\n"
+        );
+        let mut header = "| load | floor: epoll (again) ÷ epoll |".to_owned();
+        let mut rule = "|---|---|".to_owned();
+        let judged: Vec<usize> = (1..self.servers.len())
+            .filter(|&si| self.servers[si] != Server::EpollAgain)
+            .collect();
+        for &si in &judged {
+            let base = short_server(self.servers[self.base(si)]);
+            let _ = write!(header, " {} ÷ {base} |", short_server(self.servers[si]));
+            rule.push_str("---|");
+        }
+        let _ = writeln!(md, "{header}\n{rule}");
+        for &li in which {
+            let floor = self.floor(li).map_or("–".into(), |f| f.ratio_cell());
+            let mut row = format!("| `{}` | {floor} |", self.loads[li].short());
+            for &si in &judged {
+                let cell = Interval::of(&self.ratios(li, si)).map_or("–".into(), |i| {
+                    format!(
+                        "{:.2}: {}",
+                        i.median,
+                        self.verdict(li, si).unwrap_or_default()
+                    )
+                });
                 let _ = write!(row, " {cell} |");
             }
             let _ = writeln!(md, "{row}");
@@ -200,6 +264,7 @@ pub(super) fn report(
         .collect();
     let _ = writeln!(md, "#### Built-in load generator\n");
     ctx.table(&mut md, &builtin);
+    ctx.floor_table(&mut md, &builtin);
     let _ = writeln!(
         md,
         "Time per response, `1e6 ÷ req/s` (median over rounds, 95% interval), and what each \
@@ -220,7 +285,7 @@ pub(super) fn report(
     let _ = writeln!(
         md,
         "Server-side counts, summed over the runs: waits and control calls (`epoll_ctl` / \
-         `kevent_ctl`) per 1000 responses (in-process servers only), what the load \
+         `kevent_ctl`) and events taken per 1000 responses (in-process servers only), what the load \
          generator counted as errors and as responses other than 200, and the machine's TCP \
          counters over the runs: connection requests a listener dropped (`ListenDrops`: a \
          full request or accept queue; each costs the client a 1 s SYN retransmission, so a \
@@ -228,10 +293,10 @@ pub(super) fn report(
     );
     let _ = writeln!(
         md,
-        "| load | server | responses | waits/1000 | ctl calls/1000 | errors | non-200 | \
-         listen drops | retransmitted |"
+        "| load | server | responses | waits/1000 | ctl calls/1000 | events/1000 | errors | \
+         non-200 | listen drops | retransmitted |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
     for (li, load) in loads.iter().enumerate() {
         for (si, s) in servers.iter().enumerate() {
             let rs: Vec<&RunResult> = ctx.runs[li][si].iter().flatten().collect();
@@ -239,6 +304,7 @@ pub(super) fn report(
             let req: u64 = st.iter().map(|s| s.requests).sum();
             let waits: u64 = st.iter().map(|s| s.waits).sum();
             let ctls: u64 = st.iter().map(|s| s.ctls).sum();
+            let events: u64 = st.iter().map(|s| s.events).sum();
             let errs: u64 = rs.iter().map(|r| r.errors).sum();
             let non200: u64 = rs.iter().map(|r| r.non_200).sum();
             let tcp: Vec<_> = rs.iter().filter_map(|r| r.tcp).collect();
@@ -264,11 +330,12 @@ pub(super) fn report(
             };
             let _ = writeln!(
                 md,
-                "| `{}` | {} | {responses} | {} | {} | {errs} | {non200} | {drops} | {retrans} |",
+                "| `{}` | {} | {responses} | {} | {} | {} | {errs} | {non200} | {drops} | {retrans} |",
                 load.short(),
                 s.name(),
                 per(waits),
-                per(ctls)
+                per(ctls),
+                per(events)
             );
         }
     }
@@ -361,7 +428,7 @@ pub(super) fn report(
                             b => format!(" ÷ {}", short_server(servers[b])),
                         },
                         i.cell(2),
-                        i.verdict("faster", "slower")
+                        ctx.verdict(li, si).unwrap_or_default()
                     )
                 })
             })
@@ -390,6 +457,16 @@ pub(super) fn report(
                         (
                             servers[si].key(),
                             Interval::of(&ctx.ratios(li, si)).map_or(Json::Null, |i| i.json()),
+                        )
+                    })),
+                ),
+                ("floor", ctx.floor(li).map_or(Json::Null, |f| f.json())),
+                (
+                    "verdicts",
+                    Json::obj((1..servers.len()).map(|si| {
+                        (
+                            servers[si].key(),
+                            ctx.verdict(li, si).map_or(Json::Null, Json::from),
                         )
                     })),
                 ),
@@ -422,6 +499,7 @@ pub(super) fn report(
                                                 o.push("server_accepted", Json::from(st.accepted));
                                                 o.push("server_waits", Json::from(st.waits));
                                                 o.push("server_ctl_calls", Json::from(st.ctls));
+                                                o.push("server_events", Json::from(st.events));
                                             }
                                             o
                                         }
@@ -458,6 +536,21 @@ pub(super) fn report(
     }
 }
 
+/// P67: a ratio is faster or slower than its base only when its interval lies wholly above
+/// or below the interval of the A/A control's ratio (`floor`) at the same load; otherwise the
+/// instrument does not resolve a difference.
+fn floor_verdict(i: &Interval, floor: &Interval) -> String {
+    if !i.is_interval() || !floor.is_interval() {
+        "too few runs to say".to_owned()
+    } else if i.lo > floor.hi {
+        "faster: above the A/A floor".to_owned()
+    } else if i.hi < floor.lo {
+        "slower: below the A/A floor".to_owned()
+    } else {
+        "within the A/A floor: no difference resolved".to_owned()
+    }
+}
+
 fn short_server(s: Server) -> String {
     match s {
         Server::InProcess(Flavour::Epoll) => "epoll".into(),
@@ -465,7 +558,37 @@ fn short_server(s: Server) -> String {
         Server::InProcess(Flavour::Safe(b)) => format!("safe API ({})", b.as_str()),
         Server::InProcess(Flavour::Ring(b)) => format!("async ring ({})", b.as_str()),
         Server::InProcess(Flavour::Uring) => "io_uring".into(),
+        Server::EpollAgain => "epoll again".into(),
         Server::External { kind, shim: false } => kind.name().into(),
         Server::External { kind, shim: true } => format!("{} kevent", kind.name()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iv(median: f64, lo: f64, hi: f64) -> Interval {
+        Interval {
+            median,
+            lo,
+            hi,
+            n: 3,
+        }
+    }
+
+    #[test]
+    fn a_ratio_is_judged_against_the_a_a_floor() {
+        let floor = iv(1.0, 0.98, 1.01);
+        // Below 1.0 but inside the floor: not resolved, although its interval excludes 1.0.
+        let inside = iv(0.985, 0.98, 0.99);
+        assert_eq!(inside.verdict("faster", "slower"), "slower");
+        assert!(floor_verdict(&inside, &floor).starts_with("within"));
+        assert!(floor_verdict(&iv(0.96, 0.95, 0.97), &floor).starts_with("slower"));
+        assert!(floor_verdict(&iv(1.03, 1.02, 1.04), &floor).starts_with("faster"));
+        // Touching the floor's interval is inside it.
+        assert!(floor_verdict(&iv(1.02, 1.01, 1.03), &floor).starts_with("within"));
+        let one = Interval { n: 1, ..floor };
+        assert_eq!(floor_verdict(&inside, &one), "too few runs to say");
     }
 }

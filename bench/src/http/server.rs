@@ -83,6 +83,10 @@ pub struct ServerStats {
     /// Control calls made (`epoll_ctl` / `kevent_ctl`; io_uring: `io_uring_enter` calls that
     /// only submit, the polls and removes riding on the waits' calls otherwise).
     pub ctls: u64,
+    /// Events taken from the mechanism (the listener's included): with one per response a
+    /// connection per request costs two (its listener's share and its own), more when a
+    /// connection is reported again.
+    pub events: u64,
 }
 
 /// What to do with a connection after it was served.
@@ -326,6 +330,7 @@ fn serve_epoll(lfd: RawFd, stop: &AtomicBool) -> ServerStats {
     while !stop.load(Ordering::Relaxed) {
         let n = os::epoll_wait(ep, &mut events, 50);
         st.waits += 1;
+        st.events += n as u64;
         for e in &events[..n] {
             let fd = e.u64 as RawFd;
             if fd == lfd {
@@ -423,6 +428,7 @@ fn serve_kevent(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats 
     while !stop.load(Ordering::Relaxed) {
         let n = q.get_events(1, &mut events, &timeout).unwrap_or(0) as usize;
         st.waits += 1;
+        st.events += n as u64;
         for e in &events[..n] {
             let fd = e.id.raw()[0] as RawFd;
             if fd == lfd {
@@ -507,13 +513,11 @@ fn serve_ring(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats {
             let _ = q.wait_async(&timeout);
             continue;
         }
+        st.events += ready.len() as u64;
+        let mut listener_ready = false;
         for (fd, broken) in ready.drain(..) {
             if fd == lfd {
-                accept_all(lfd, |c| {
-                    conns.insert(c);
-                    st.accepted += 1;
-                    batch.adds.push(et(c, KEVENT_SOCKET_RECV));
-                });
+                listener_ready = true;
                 continue;
             }
             let Some(conn) = conns.get(fd) else { continue };
@@ -534,6 +538,16 @@ fn serve_ring(backend: Backend, lfd: RawFd, stop: &AtomicBool) -> ServerStats {
                 Next::Read if was_writing => batch.modifies.push(et(fd, KEVENT_SOCKET_RECV)),
                 _ => {}
             }
+        }
+        if listener_ready {
+            // Once per look at the ring, however many of the listener's wake-ups it held, and
+            // after the connections' events: every accept that finds the queue empty
+            // allocates and frees a whole socket file before it says EAGAIN.
+            accept_all(lfd, |c| {
+                conns.insert(c);
+                st.accepted += 1;
+                batch.adds.push(et(c, KEVENT_SOCKET_RECV));
+            });
         }
         batch.flush(&q, &mut conns, &mut st);
     }
@@ -573,23 +587,14 @@ fn serve_uring(lfd: RawFd, stop: &AtomicBool) -> ServerStats {
             }
         }
         u.reap_each(|c| ready.push(c));
+        st.events += ready.len() as u64;
+        let mut listener_ready = false;
         for r in ready.drain(..) {
             if r.user_data == LISTENER {
                 if !r.more {
                     let _ = u.poll_add_tagged(lfd, rd, LISTENER);
                 }
-                accept_all(lfd, |c| {
-                    conns.insert(c);
-                    st.accepted += 1;
-                    let i = c as usize;
-                    if generation.len() <= i {
-                        generation.resize(i + 1, 0);
-                    }
-                    generation[i] = generation[i].wrapping_add(1);
-                    if u.poll_add_tagged(c, rd, tag(c, generation[i])).is_err() {
-                        conns.close(c);
-                    }
-                });
+                listener_ready = true;
                 continue;
             }
             let fd = (r.user_data & 0xffff_ffff) as RawFd;
@@ -634,6 +639,22 @@ fn serve_uring(lfd: RawFd, stop: &AtomicBool) -> ServerStats {
                 }
                 None => {}
             }
+        }
+        if listener_ready {
+            // Once per reaping, after the connections' completions (a multishot poll
+            // completes at every wake-up of the listener): see `serve_ring`.
+            accept_all(lfd, |c| {
+                conns.insert(c);
+                st.accepted += 1;
+                let i = c as usize;
+                if generation.len() <= i {
+                    generation.resize(i + 1, 0);
+                }
+                generation[i] = generation[i].wrapping_add(1);
+                if u.poll_add_tagged(c, rd, tag(c, generation[i])).is_err() {
+                    conns.close(c);
+                }
+            });
         }
         if !closing.is_empty() {
             // The removes go in before the closes, so the closes release the sockets.
@@ -689,6 +710,7 @@ fn serve_safe(backend: Backend, listener: &TcpListener, stop: &AtomicBool) -> Se
     while !stop.load(Ordering::Relaxed) {
         let _ = q.wait(&mut events, timeout);
         st.waits += 1;
+        st.events += events.len() as u64;
         for ev in &events {
             if ev.token() == LISTENER {
                 accept_all(lfd, |c| {

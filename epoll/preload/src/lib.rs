@@ -39,7 +39,6 @@
 //!   returning `EFAULT`.
 #![allow(unsafe_code)]
 
-use std::collections::HashMap;
 use std::ffi::c_int;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -47,12 +46,11 @@ use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
 use kevent_backend::Backend;
-use kevent_epoll::{Epoll, MAX_BATCH, Options};
+use kevent_epoll::{Epoll, FdMap, MAX_BATCH, Options};
 use kevent_sys::Errno;
 
 /// The instances this library created, by epoll fd.
-static TABLE: LazyLock<RwLock<HashMap<RawFd, Arc<Epoll>>>> =
-    LazyLock::new(|| RwLock::new(HashMap::new()));
+static TABLE: LazyLock<RwLock<FdMap<Arc<Epoll>>>> = LazyLock::new(|| RwLock::new(FdMap::default()));
 
 /// fds below `64 * MINE.len()` that are instances, one bit each: `close()` tests its fd here
 /// without a lock (it may run in a signal handler), and takes the table's lock only for an
