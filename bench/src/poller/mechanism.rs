@@ -28,6 +28,11 @@ pub(super) enum Mech {
     Epoll,
     /// io_uring: a multishot `POLL_ADD` per descriptor, completions reaped from the CQ ring.
     Uring,
+    /// No mechanism: the round's `write`s and `read`s alone, with nothing registered on the
+    /// descriptors (so no wake-up callback runs either). Not a poller: the floor under every
+    /// mechanism's round, what one that cost nothing would measure, so that a round's
+    /// mechanism part (round − floor) can be read off.
+    Floor,
     /// `kevent_get_events` on backend `.0` (index into the machine's backends).
     KeventGet(usize),
     /// `kevent_wait` + ring + `kevent_commit` on backend `.0`; `.1`: commits deferred until
@@ -59,6 +64,7 @@ impl Mech {
             Mech::Poll => "poll".into(),
             Mech::Epoll => "epoll".into(),
             Mech::Uring => "io_uring multishot poll".into(),
+            Mech::Floor => "floor: write + read, no mechanism".into(),
             Mech::KeventGet(b) => format!("kevent get_events ({})", backends[b].as_str()),
             Mech::KeventRing(b, false) => {
                 format!("kevent ring ({})", backends[b].as_str())
@@ -89,7 +95,10 @@ impl Mech {
 
     /// Whether this is a kevent row (compared with epoll).
     pub(super) fn is_kevent(self) -> bool {
-        !matches!(self, Mech::Select | Mech::Poll | Mech::Epoll | Mech::Uring)
+        !matches!(
+            self,
+            Mech::Select | Mech::Poll | Mech::Epoll | Mech::Uring | Mech::Floor
+        )
     }
 
     pub(super) fn key(self, backends: &[Backend]) -> String {
@@ -98,6 +107,7 @@ impl Mech {
             Mech::Poll => "poll".into(),
             Mech::Epoll => "epoll".into(),
             Mech::Uring => "io_uring_multishot_poll".into(),
+            Mech::Floor => "floor_write_read".into(),
             Mech::KeventGet(b) => format!("kevent_get_events_{}", backends[b].as_str()),
             Mech::KeventRing(b, false) => format!("kevent_ring_{}", backends[b].as_str()),
             Mech::KeventRing(b, true) => {
@@ -135,6 +145,7 @@ pub(super) enum Poller {
         q: RawQueue,
     },
     Uring(UringPoller),
+    Floor,
 }
 
 /// io_uring with a multishot poll on every watched descriptor; the polls are removed on drop.
@@ -208,6 +219,7 @@ impl Poller {
                 u.flush().expect("io_uring_enter");
                 Poller::Uring(UringPoller { u, fds })
             }
+            Mech::Floor => Poller::Floor,
             Mech::KeventGet(b)
             | Mech::KeventRing(b, _)
             | Mech::KeventRingProved(b)
@@ -339,6 +351,11 @@ impl Poller {
                             .expect("io_uring re-arm");
                 }
             }
+            Poller::Floor => {
+                for &i in active {
+                    os::read1(s.watched[i].as_raw_fd());
+                }
+            }
             Poller::Get { q, buf } => {
                 let n = q.get_events(a as u32, buf, &FOREVER).expect("get_events") as usize;
                 assert_eq!(n, a, "get_events");
@@ -387,6 +404,7 @@ mod tests {
                 Mech::Poll,
                 Mech::Epoll,
                 Mech::Uring,
+                Mech::Floor,
                 Mech::KeventGet(0),
                 Mech::KeventRing(0, false),
                 Mech::KeventRing(0, true),

@@ -11,7 +11,10 @@
 //! once committing after every wait and once committing when half the ring (512 of 1024
 //! slots) has been read, the batching the ring allows; and the asynchronous ring (P38: the
 //! consumer reads the ring with no system call while it has events and stores `ring_uidx`,
-//! calling `kevent_wait` only when it finds the ring empty), where the backend accepts it. The same two calls also go through
+//! calling `kevent_wait` only when it finds the ring empty), where the backend accepts it.
+//! Beside them, the **floor**: the round's writes and reads with nothing registered, what a
+//! mechanism that cost nothing would measure (a round less the floor is its mechanism part).
+//! The same two calls also go through
 //! the C library's exported functions (`kevent_get_events`; the ring with a commit per wait)
 //! on the process's backend: what a C program gets, reported beside the Rust rows with their
 //! C ÷ Rust ratios (issue 11).
@@ -90,7 +93,9 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
     let cfg = Config::new(opts.quick, opts.transport);
     eprintln!("poller: N = {:?}, A = {:?}", cfg.ns, cfg.actives);
     let backends = &machine.backends;
-    let mut mechs = vec![Mech::Select, Mech::Poll, Mech::Epoll];
+    // The floor (no mechanism) is measured beside them: a round's mechanism part is its
+    // round less the floor.
+    let mut mechs = vec![Mech::Select, Mech::Poll, Mech::Epoll, Mech::Floor];
     let uring = crate::uring::Uring::probe();
     match &uring {
         Ok(()) => mechs.push(Mech::Uring),
@@ -227,7 +232,7 @@ pub fn rounds_command(args: &[String]) -> std::io::Result<u8> {
     let usage = || {
         eprintln!(
             "usage: kevent-bench poller-rounds \
-             select|poll|epoll|io_uring|get_events|ring|ring-batched|async-ring|c-get_events|c-ring N A ROUNDS"
+             select|poll|epoll|io_uring|floor|get_events|ring|ring-batched|async-ring|c-get_events|c-ring N A ROUNDS"
         );
         Ok(2)
     };
@@ -260,6 +265,7 @@ pub fn rounds_command(args: &[String]) -> std::io::Result<u8> {
         "poll" => Mech::Poll,
         "epoll" => Mech::Epoll,
         "io_uring" => Mech::Uring,
+        "floor" => Mech::Floor,
         "get_events" => Mech::KeventGet(0),
         "ring" => Mech::KeventRing(0, false),
         "ring-batched" => Mech::KeventRing(0, true),

@@ -155,7 +155,7 @@ pub(super) fn report(
             }
         }
         for &m in mechs {
-            if !m.is_kevent() && m != Mech::Uring {
+            if !m.is_kevent() && !matches!(m, Mech::Uring | Mech::Floor) {
                 continue;
             }
             let mut row = format!("| {} ÷ epoll |", m.name(backends));
@@ -252,7 +252,7 @@ fn summary(
 ) -> Vec<SummaryRow> {
     let mut rows = vec![];
     for &m in mechs {
-        if !m.is_kevent() && m != Mech::Uring {
+        if !m.is_kevent() && !matches!(m, Mech::Uring | Mech::Floor) {
             continue;
         }
         if let Some(twin) = m.rust_twin() {
@@ -326,6 +326,7 @@ fn summary(
                 clock.us()
             ),
             target: match target {
+                None if m == Mech::Floor => "– (no mechanism: the floor)".into(),
                 None => "– (the anchor)".into(),
                 Some(t) => t.label(),
             },
@@ -384,7 +385,8 @@ fn summary(
 
 /// What a kevent row ÷ epoll must stay under in every cell: issue 21's instruction-time
 /// targets for `get_events` (native ≤ 1.00, fallback ≤ 1.03), otherwise the project's
-/// standing ≤ 1.10 (the host's targets, which issue 21 keeps). `None` for io_uring, the anchor.
+/// standing ≤ 1.10 (the host's targets, which issue 21 keeps). `None` for io_uring, the
+/// anchor, and for the floor.
 #[derive(Clone, Copy)]
 struct EpollTarget {
     at_most: f64,
@@ -398,7 +400,7 @@ const FALLBACK_ACCOUNT: &str = "docs/bench/fallback-account.md";
 
 impl EpollTarget {
     fn of(m: Mech, backends: &[Backend], clock: Clock) -> Option<EpollTarget> {
-        if m == Mech::Uring {
+        if matches!(m, Mech::Uring | Mech::Floor) {
             return None;
         }
         let standing = EpollTarget {
@@ -477,9 +479,10 @@ fn issue21_rows(
                     what: format!("poller: {} ÷ epoll at A={a}", m.name(backends)),
                     target: format!("≤ {at_most:.2} at every N (issue 21)"),
                     result: format!(
-                        "medians {lo:.2}–{hi:.2} over {} cells{}",
+                        "medians {lo:.2}–{hi:.2} over {} cells{}{}",
                         v.len(),
-                        verdict(judge_at_most(&v, at_most), Some(NATIVE_ACCOUNT))
+                        verdict(judge_at_most(&v, at_most), Some(NATIVE_ACCOUNT)),
+                        floor_note(m, a, at_most, samples, measured)
                     ),
                 });
             }
@@ -510,6 +513,59 @@ fn issue21_rows(
         _ => {}
     }
     rows
+}
+
+/// What the round's floor says about a target for `m` ÷ epoll at `a` active descriptors:
+/// the floor ÷ epoll (the round's `write`s and `read`s with no mechanism registered), and
+/// `m`'s mechanism part, (round − floor) ÷ epoll's (round − floor), from the medians. A target
+/// below the floor is out of reach for any mechanism in this round, one that costs nothing
+/// included. Empty when the floor was not measured.
+fn floor_note(
+    m: Mech,
+    a: usize,
+    at_most: f64,
+    samples: &BTreeMap<(Mech, usize, usize), Vec<f64>>,
+    measured: &[usize],
+) -> String {
+    let med = |m: Mech, n: usize| Summary::of(samples.get(&(m, n, a))?).map(|s| s.median);
+    let (mut floor, mut part) = (vec![], vec![]);
+    for &n in measured {
+        let (Some(f), Some(e), Some(x)) = (med(Mech::Floor, n), med(Mech::Epoll, n), med(m, n))
+        else {
+            continue;
+        };
+        floor.push(f / e);
+        if e > f {
+            part.push((x - f) / (e - f));
+        }
+    }
+    let range = |v: &[f64]| {
+        v.iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| {
+                (l.min(x), h.max(x))
+            })
+    };
+    if floor.is_empty() {
+        return String::new();
+    }
+    let (flo, fhi) = range(&floor);
+    let mut note = format!(
+        "; the round's floor (its `write` and `read`, no mechanism) ÷ epoll is {flo:.2}–{fhi:.2}"
+    );
+    if !part.is_empty() {
+        let (plo, phi) = range(&part);
+        let _ = write!(
+            note,
+            ", and this row's mechanism part (round − floor) is {plo:.2}–{phi:.2} of epoll's"
+        );
+    }
+    if at_most < flo {
+        let _ = write!(
+            note,
+            ": the target is below the floor, out of reach for any mechanism in this round"
+        );
+    }
+    note
 }
 
 /// The headline row of a C mechanism: C ÷ its Rust twin over every cell (issue 11's target:
@@ -630,6 +686,38 @@ mod tests {
         let beside = row(&rows, "poller: kevent get_events (fallback) ÷ io_uring");
         assert_eq!(beside.target, "–");
         assert!(!beside.result.contains("**"), "{}", beside.result);
+    }
+
+    #[test]
+    fn the_floor_says_when_a_target_is_below_any_mechanism() {
+        let cfg = Config {
+            ns: vec![100, 1000],
+            actives: vec![1],
+            reps: 9,
+            block_ns: 1_000_000,
+            transport: Transport::UnixDgram,
+        };
+        let mut samples = BTreeMap::new();
+        fill(&mut samples, &cfg, Mech::Epoll, 100.0);
+        fill(&mut samples, &cfg, Mech::Floor, 85.0);
+        fill(&mut samples, &cfg, Mech::KeventAsync(0), 88.0);
+        let note = floor_note(Mech::KeventAsync(0), 1, 0.80, &samples, &cfg.ns);
+        assert!(note.contains("÷ epoll is 0.85–0.85"), "{note}");
+        // (88 − 85) ÷ (100 − 85)
+        assert!(
+            note.contains("mechanism part (round − floor) is 0.20–0.20"),
+            "{note}"
+        );
+        assert!(
+            note.ends_with("out of reach for any mechanism in this round"),
+            "{note}"
+        );
+        let within = floor_note(Mech::KeventAsync(0), 1, 0.90, &samples, &cfg.ns);
+        assert!(!within.contains("out of reach"), "{within}");
+        assert_eq!(
+            floor_note(Mech::KeventAsync(0), 1, 0.80, &BTreeMap::new(), &cfg.ns),
+            ""
+        );
     }
 
     #[test]
