@@ -11,6 +11,24 @@
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
+/// Marks the start (`M` = 1) and the end (2) of a measured window for `scripts/vm-lane
+/// bench|run --profile` (its QEMU plugin, `scripts/vm-lane.d/profile.c`, counts the guest's
+/// instructions per block between the two): the 7-byte NOP `nopl 0x4b4556MM(%rax)`, which
+/// does nothing on any x86-64 CPU and is found by its bytes. The HTTP load generator marks
+/// its window, `poller-rounds` its timed rounds.
+#[inline(always)]
+pub fn profile_mark<const M: u8>() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a NOP: it reads no memory (the operand is only encoded) and changes nothing.
+    unsafe {
+        std::arch::asm!(
+            "nop dword ptr [rax + 0x4b455600 + {m}]",
+            m = const M,
+            options(nomem, nostack, preserves_flags)
+        );
+    }
+}
+
 /// `CLOCK_MONOTONIC` in nanoseconds.
 pub fn now_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)

@@ -635,23 +635,6 @@ fn pending_cap(conns: usize, somaxconn: usize, syncookies: bool, syn_backlog: us
     cap.max(64).min(conns.max(1))
 }
 
-/// Marks the start (`M` = 1) and the end (2) of the measured window for `scripts/vm-lane
-/// bench --profile` (its QEMU plugin, `scripts/vm-lane.d/profile.c`, counts the guest's
-/// instructions per block between the two): the 7-byte NOP `nopl 0x4b4556MM(%rax)`, which
-/// does nothing on any x86-64 CPU and is found by its bytes.
-#[inline(always)]
-fn profile_mark<const M: u8>() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a NOP: it reads no memory (the operand is only encoded) and changes nothing.
-    unsafe {
-        std::arch::asm!(
-            "nop dword ptr [rax + 0x4b455600 + {m}]",
-            m = const M,
-            options(nomem, nostack, preserves_flags)
-        );
-    }
-}
-
 /// Runs the load against 127.0.0.1:`spec.port` on the calling thread and returns what it
 /// counted. Fails only when the epoll cannot be created.
 pub fn run(spec: &Spec) -> io::Result<Counts> {
@@ -698,10 +681,10 @@ pub fn run(spec: &Spec) -> io::Result<Counts> {
         {
             client.counts.ramp_us = (client.now - start) / 1000;
             client.window = (client.now, client.now + spec.window_ms * 1_000_000);
-            profile_mark::<1>();
+            os::profile_mark::<1>();
         }
         if client.now >= client.window.1 {
-            profile_mark::<2>();
+            os::profile_mark::<2>();
             break;
         }
         // Connections without a socket (new, closed by the server, failed) connect again,

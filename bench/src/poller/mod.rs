@@ -225,7 +225,9 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
 
 /// The `poller-rounds MECH N A ROUNDS` subcommand: `ROUNDS` rounds of one mechanism alone,
 /// on the process's backend (`KEVENT_BACKEND`), N unix-dgram descriptors watched and A active,
-/// as a workload to profile (`valgrind --tool=callgrind`, `perf record`). It prints one
+/// as a workload to profile (`valgrind --tool=callgrind`, `perf record`, or in the guest
+/// `scripts/vm-lane run --icount --profile DIR`: its timed rounds are the profile's window
+/// 0, after a warm-up of up to 100 rounds). It prints one
 /// absolute figure, this run's µs per round, with no baseline: comparisons are what
 /// `kevent-bench poller` is for.
 pub fn rounds_command(args: &[String]) -> std::io::Result<u8> {
@@ -285,10 +287,17 @@ pub fn rounds_command(args: &[String]) -> std::io::Result<u8> {
     let backends = [backend];
     let mut p = Poller::build(m, &socks, &backends);
     let active: Vec<usize> = (0..a).map(|i| i * (n / a)).collect();
+    // A warm-up outside the profile's window (`vm-lane run --profile`): the rounds in it are
+    // the steady state only.
+    for _ in 0..rounds.min(100) {
+        p.round(&socks, &active);
+    }
     let t = os::now_ns();
+    os::profile_mark::<1>();
     for _ in 0..rounds {
         p.round(&socks, &active);
     }
+    os::profile_mark::<2>();
     let us = (os::now_ns() - t) as f64 / 1e3 / rounds.max(1) as f64;
     println!(
         "{rounds} rounds of {}, N={n} watched, A={a} active ({}): {us:.2} µs per round \
