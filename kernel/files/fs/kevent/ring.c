@@ -164,7 +164,7 @@ void kevent_aring_destroy(struct kevent_aring *ar)
 }
 
 /* The consumer's index, or U32_MAX if it is not one. */
-static u32 kevent_aring_uidx(const struct kevent_aring *ar)
+static __always_inline u32 kevent_aring_uidx(const struct kevent_aring *ar)
 {
 	/* Its slots were read before it was stored (the consumer's release). */
 	u32 uidx = smp_load_acquire(&ar->tail->ring_uidx);
