@@ -164,7 +164,7 @@ void kevent_aring_destroy(struct kevent_aring *ar)
 }
 
 /* The consumer's index, or U32_MAX if it is not one. */
-static u32 kevent_aring_uidx(const struct kevent_aring *ar)
+static __always_inline u32 kevent_aring_uidx(const struct kevent_aring *ar)
 {
 	/* Its slots were read before it was stored (the consumer's release). */
 	u32 uidx = smp_load_acquire(&ar->tail->ring_uidx);
@@ -172,15 +172,11 @@ static u32 kevent_aring_uidx(const struct kevent_aring *ar)
 	return uidx < ar->n ? uidx : U32_MAX;
 }
 
-/*
- * Free slots (one always stays free, D12); 0 if ring_uidx is bad. Exact
- * with q->lock held; without it (kevent_wait()'s room) a snapshot that the
- * write re-checks under q->lock.
- */
-u32 kevent_aring_room(struct kevent_queue *q)
+/* Free slots after @kidx (one always stays free, D12); 0 if ring_uidx is bad. */
+static __always_inline u32 __kevent_aring_room(const struct kevent_aring *ar,
+					       u32 kidx)
 {
-	struct kevent_aring *ar = q->aring;
-	u32 uidx = kevent_aring_uidx(ar), kidx = READ_ONCE(q->kidx);
+	u32 uidx = kevent_aring_uidx(ar);
 
 	if (uidx == U32_MAX)
 		return 0;
@@ -188,20 +184,37 @@ u32 kevent_aring_room(struct kevent_queue *q)
 }
 
 /*
- * Stores @ev into the next free slot and publishes it; wakes a sleeping
+ * Free slots. Exact with q->lock held; without it (kevent_wait()'s room) a
+ * snapshot that the write re-checks under q->lock.
+ */
+u32 kevent_aring_room(struct kevent_queue *q)
+{
+	return __kevent_aring_room(q->aring, READ_ONCE(q->kidx));
+}
+
+/*
+ * The next free slot, for the caller to fill in place and then publish with
+ * kevent_aring_publish(); NULL if the ring is full. The consumer cannot
+ * read it before it is published. Context: q->lock held, any context.
+ */
+static __always_inline struct ukevent *kevent_aring_slot(struct kevent_queue *q)
+{
+	lockdep_assert_held(&q->lock);
+	if (!__kevent_aring_room(q->aring, q->kidx))
+		return NULL;
+	return &q->aring->ring->event[q->kidx];
+}
+
+/*
+ * Publishes the slot kevent_aring_slot() gave; wakes a sleeping
  * kevent_wait(). Context: q->lock held, any context.
  */
-static bool kevent_aring_write(struct kevent_queue *q, const struct ukevent *ev,
-			       bool wake_all)
+static __always_inline void kevent_aring_publish(struct kevent_queue *q,
+						 bool wake_all)
 {
 	struct kevent_aring *ar = q->aring;
-	u32 next;
+	u32 next = q->kidx + 1 == ar->n ? 0 : q->kidx + 1;
 
-	lockdep_assert_held(&q->lock);
-	if (!kevent_aring_room(q))
-		return false;
-	memcpy(&ar->ring->event[q->kidx], ev, sizeof(*ev));
-	next = q->kidx + 1 == ar->n ? 0 : q->kidx + 1;
 	/* The slot before the index: pairs with the consumer's acquire. */
 	smp_store_release(&ar->ring->ring_kidx, next);
 	WRITE_ONCE(q->kidx, next);
@@ -209,7 +222,6 @@ static bool kevent_aring_write(struct kevent_queue *q, const struct ukevent *ev,
 	/* Pairs with the waiter's check under q->lock: no lost wake. */
 	if (!list_empty(&q->waiters))
 		kevent_wake_locked(q, wake_all);
-	return true;
 }
 
 /*
@@ -219,12 +231,16 @@ static bool kevent_aring_write(struct kevent_queue *q, const struct ukevent *ev,
  */
 bool kevent_aring_push(struct kevent_queue *q, const struct ukevent *ev)
 {
-	bool done;
+	struct ukevent *slot;
 
 	spin_lock_irq(&q->lock);
-	done = kevent_aring_write(q, ev, false);
+	slot = kevent_aring_slot(q);
+	if (slot) {
+		memcpy(slot, ev, sizeof(*ev));
+		kevent_aring_publish(q, false);
+	}
 	spin_unlock_irq(&q->lock);
-	return done;
+	return slot;
 }
 
 /* Unregisters the kevents producers posted as done. Context: q->mtx held. */
@@ -272,9 +288,10 @@ void kevent_aring_init_queue(struct kevent_queue *q)
  * @k: a kevent of an asynchronous queue, nothing queued or in a delivery
  * @add: what the source reports
  *
- * Asks the type what to report (its ->post(), which never sleeps); a type
- * without one, a ->post() that cannot decide here, or a full ring leaves
- * @k to be queued by the caller.
+ * Asks the type what to report (its ->post(), which never sleeps) and
+ * writes the event in place, into the slot it will publish. A full ring, a
+ * type without ->post(), or a ->post() that cannot decide here leaves @k
+ * to be queued by the caller.
  *
  * Context: q->lock held, any context.
  * Return: whether @k was posted.
@@ -285,25 +302,31 @@ bool kevent_aring_post(struct kevent *k, const struct kevent_snap *add)
 	struct kevent_snap snap = *add;
 	u32 data[2] = { 0, 0 };
 	enum kevent_report r;
-	struct ukevent ev;
+	struct ukevent *slot;
+	u32 req_flags;
 	bool done;
 
 	lockdep_assert_held(&q->lock);
 	if (!k->ops->post || !q->aring)
 		return false;
+	/* Full: queued, with nothing asked of the type. */
+	slot = kevent_aring_slot(q);
+	if (!slot)
+		return false;
 	r = k->ops->post(k, &snap, data);
 	if (r == KEVENT_SKIP)
 		return false;
 	/* MODIFY stores these with WRITE_ONCE() under q->mtx only. */
-	ev = k->uk;
-	ev.event = READ_ONCE(k->uk.event);
-	ev.req_flags = READ_ONCE(k->uk.req_flags);
-	ev.ret_flags = r == KEVENT_BROKEN ? KEVENT_RET_BROKEN : 0;
-	ev.ret_data[0] = data[0];
-	ev.ret_data[1] = data[1];
-	done = r == KEVENT_BROKEN || (ev.req_flags & KEVENT_REQ_ONESHOT);
+	req_flags = READ_ONCE(k->uk.req_flags);
+	done = r == KEVENT_BROKEN || (req_flags & KEVENT_REQ_ONESHOT);
+	*slot = k->uk;
+	slot->event = READ_ONCE(k->uk.event);
+	slot->req_flags = req_flags;
+	slot->ret_flags = (r == KEVENT_BROKEN ? KEVENT_RET_BROKEN : 0) |
+			  (done ? KEVENT_RET_DONE : 0);
+	slot->ret_data[0] = data[0];
+	slot->ret_data[1] = data[1];
 	if (done) {
-		ev.ret_flags |= KEVENT_RET_DONE;
 		/*
 		 * Reported once: nothing queues it again (P40). On q->reap
 		 * before the slot is published, so that a kevent_ctl() after
@@ -312,13 +335,7 @@ bool kevent_aring_post(struct kevent *k, const struct kevent_snap *add)
 		k->dead = true;
 		list_add_tail(&k->link, &q->reap);
 	}
-	if (!kevent_aring_write(q, &ev, ev.req_flags & KEVENT_REQ_WAKEUP_ALL)) {
-		if (done) {
-			k->dead = false;
-			list_del_init(&k->link);
-		}
-		return false;
-	}
+	kevent_aring_publish(q, req_flags & KEVENT_REQ_WAKEUP_ALL);
 	if (done) {
 		kevent_queue_get(q);
 		if (!schedule_work(&q->reap_work))
