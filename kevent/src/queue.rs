@@ -399,8 +399,11 @@ impl Queue {
         outcomes: &mut [Option<AddResult<F>>],
         start: usize,
     ) -> (Vec<usize>, usize) {
-        let mut chunk: Vec<usize> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        // Sized for the rest at once: growing them entry by entry reallocated both.
+        let rest = pending.len() - start;
+        let mut chunk: Vec<usize> = Vec::with_capacity(rest);
+        let mut seen =
+            std::collections::HashSet::with_capacity_and_hasher(rest, self.inner.keys.hash());
         let mut end = start;
         while end < pending.len() {
             let Some(k) = pending[end].as_ref() else {

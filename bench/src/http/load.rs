@@ -147,6 +147,8 @@ impl Load {
 #[derive(Clone, Debug, Default)]
 pub(super) struct RunResult {
     pub(super) rps: f64,
+    /// Requests/s over whole waves of the closed loop (P68; built-in generator only).
+    pub(super) wave_rps: Option<f64>,
     /// Errors (built-in generator: every kind; ab: failed requests; wrk: socket errors and
     /// non-2xx responses).
     pub(super) errors: u64,
@@ -241,17 +243,19 @@ fn number_after(text: &str, key: &str) -> Option<f64> {
     rest[..end].parse().ok()
 }
 
-/// Parses a load generator's output: `(requests/s, errors, non-200 responses)`.
-fn parse_output(tool: &str, out: &str) -> Option<(f64, u64, u64)> {
+/// Parses a load generator's output: `(requests/s, errors, non-200 responses, requests/s
+/// over whole waves)`.
+fn parse_output(tool: &str, out: &str) -> Option<(f64, u64, u64, Option<f64>)> {
     match tool {
         "kevent-bench" => {
             let c = Counts::parse_line(out)?;
-            Some((c.rps(), c.errors(), c.non_200))
+            Some((c.rps(), c.errors(), c.non_200, c.wave_rps()))
         }
         "ab" => Some((
             number_after(out, "Requests per second:")?,
             number_after(out, "Failed requests:").unwrap_or(0.0) as u64,
             0,
+            None,
         )),
         _ => {
             let rps = number_after(out, "Requests/sec:")?;
@@ -262,7 +266,7 @@ fn parse_output(tool: &str, out: &str) -> Option<(f64, u64, u64)> {
                     .filter_map(|w| w.parse::<f64>().ok())
                     .sum::<f64>();
             }
-            Some((rps, errors as u64, 0))
+            Some((rps, errors as u64, 0, None))
         }
     }
 }
@@ -304,8 +308,9 @@ pub(super) fn drive(
     let tcp = tcp_before.zip(TcpCounters::read()).map(|(b, a)| b.since(a));
     let text = String::from_utf8_lossy(&o.stdout);
     match parse_output(load.tool(), &text) {
-        Some((rps, errors, non_200)) => Ok(RunResult {
+        Some((rps, errors, non_200, wave_rps)) => Ok(RunResult {
             rps,
+            wave_rps,
             errors,
             non_200,
             server: None,
@@ -360,21 +365,23 @@ mod tests {
     fn parses_ab_and_wrk_and_the_builtin_generator() {
         let ab = "Complete requests:      80000\nFailed requests:        3\n\
                   Requests per second:    12345.67 [#/sec] (mean)\n";
-        assert_eq!(parse_output("ab", ab), Some((12345.67, 3, 0)));
+        assert_eq!(parse_output("ab", ab), Some((12345.67, 3, 0, None)));
         let wrk = "  100 requests in 2.00s, 1 MB read\n  Socket errors: connect 1, read 2, \
                    write 0, timeout 4\n  Non-2xx or 3xx responses: 5\nRequests/sec:  54321.00\n";
-        assert_eq!(parse_output("wrk", wrk), Some((54321.0, 12, 0)));
+        assert_eq!(parse_output("wrk", wrk), Some((54321.0, 12, 0, None)));
         assert_eq!(parse_output("wrk", "nothing"), None);
         let own = Counts {
             ok: 3000,
             non_200: 2,
             io_errors: 1,
             window_us: 1_000_000,
+            wave_ok: 2500,
+            wave_us: 500_000,
             ..Counts::default()
         };
         assert_eq!(
             parse_output("kevent-bench", &own.line()),
-            Some((3000.0, 1, 2))
+            Some((3000.0, 1, 2, Some(5000.0)))
         );
         assert!(have("sh"));
         assert!(!have("kevent-bench-no-such-tool"));

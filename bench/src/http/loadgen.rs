@@ -125,6 +125,12 @@ pub struct Counts {
     /// Time from the start until every connection had completed its first response (or
     /// the ramp-up limit), in microseconds.
     pub ramp_us: u64,
+    /// Complete 200 responses in the whole-wave window (P68): from the first response
+    /// completed in the window (the anchor's) to the anchor connection's first response
+    /// completed after the window's end, that one included, the first one not.
+    pub wave_ok: u64,
+    /// That window, in microseconds (0: the anchor did not come round again in time).
+    pub wave_us: u64,
 }
 
 impl Counts {
@@ -142,11 +148,16 @@ impl Counts {
         }
     }
 
+    /// `ok` responses per second of the whole-wave window (P68); `None` without one.
+    pub fn wave_rps(&self) -> Option<f64> {
+        (self.wave_us > 0).then(|| self.wave_ok as f64 * 1e6 / self.wave_us as f64)
+    }
+
     /// The one-line report the child prints.
     pub fn line(&self) -> String {
         format!(
             "loadgen ok={} non_200={} connect_errors={} io_errors={} parse_errors={} \
-             premature_closes={} connects={} window_us={} ramp_us={}",
+             premature_closes={} connects={} window_us={} ramp_us={} wave_ok={} wave_us={}",
             self.ok,
             self.non_200,
             self.connect_errors,
@@ -155,7 +166,9 @@ impl Counts {
             self.premature_closes,
             self.connects,
             self.window_us,
-            self.ramp_us
+            self.ramp_us,
+            self.wave_ok,
+            self.wave_us
         )
     }
 
@@ -177,12 +190,14 @@ impl Counts {
                 "connects" => &mut c.connects,
                 "window_us" => &mut c.window_us,
                 "ramp_us" => &mut c.ramp_us,
+                "wave_ok" => &mut c.wave_ok,
+                "wave_us" => &mut c.wave_us,
                 _ => continue,
             };
             *field = v;
             seen += 1;
         }
-        (seen == 9).then_some(c)
+        (seen == 11).then_some(c)
     }
 }
 
@@ -387,6 +402,11 @@ struct Client {
     max_pending: usize,
     /// Connections that have completed a first response.
     answered: usize,
+    /// The whole-wave window (P68): the connection whose response was the first completed
+    /// in the window, and when.
+    anchor: Option<(usize, u64)>,
+    /// When the anchor's first response after the window's end completed.
+    wave_end: Option<u64>,
 }
 
 impl Client {
@@ -399,6 +419,27 @@ impl Client {
 
     fn in_window(&self) -> bool {
         self.now >= self.window.0 && self.now < self.window.1
+    }
+
+    /// The whole-wave window (P68) for a response of connection `i` completed now: in a
+    /// closed loop the connections take turns (the idle queue is first in, first out), so
+    /// between two responses of one connection every other has had its turn about once,
+    /// and a window from one response of the anchor to a later one of the same connection
+    /// spans whole waves: it starts and ends at the same phase of the loop.
+    fn count_wave(&mut self, i: usize, status: u16) {
+        if self.now < self.window.0 || self.wave_end.is_some() {
+            return;
+        }
+        let Some((anchor, _)) = self.anchor else {
+            self.anchor = Some((i, self.now));
+            return;
+        };
+        if status == 200 {
+            self.counts.wave_ok += 1;
+        }
+        if anchor == i && self.now >= self.window.1 {
+            self.wave_end = Some(self.now);
+        }
     }
 
     /// Connection `i`'s socket no longer counts as pending (answered, or closed).
@@ -583,6 +624,7 @@ impl Client {
                             self.counts.non_200 += 1;
                         }
                     }
+                    self.count_wave(i, status);
                     if self.conns[i].buf.len() > len {
                         // More than one response to one request.
                         self.counts.parse_errors += 1;
@@ -669,10 +711,16 @@ pub fn run(spec: &Spec) -> io::Result<Counts> {
         pending: 0,
         max_pending: max_pending(spec.conns),
         answered: 0,
+        anchor: None,
+        wave_end: None,
     };
     let least = start + spec.warmup_ms * 1_000_000;
     let limit = start + spec.ramp_limit_ms.max(spec.warmup_ms) * 1_000_000;
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
+    // After the window, the loop runs on until the anchor comes round (P68), for at most
+    // another window (2 s at least).
+    let mut last = u64::MAX;
+    let mut ended = false;
     loop {
         client.now = os::now_ns();
         if client.window.0 == u64::MAX
@@ -681,10 +729,14 @@ pub fn run(spec: &Spec) -> io::Result<Counts> {
         {
             client.counts.ramp_us = (client.now - start) / 1000;
             client.window = (client.now, client.now + spec.window_ms * 1_000_000);
+            last = client.window.1 + spec.window_ms.max(2000) * 1_000_000;
             os::profile_mark::<1>();
         }
-        if client.now >= client.window.1 {
+        if client.now >= client.window.1 && !ended {
             os::profile_mark::<2>();
+            ended = true;
+        }
+        if ended && (client.wave_end.is_some() || client.anchor.is_none() || client.now >= last) {
             break;
         }
         // Connections without a socket (new, closed by the server, failed) connect again,
@@ -699,9 +751,7 @@ pub fn run(spec: &Spec) -> io::Result<Counts> {
             client.connect(i);
             turn -= 1;
         }
-        let left_ms = client
-            .window
-            .1
+        let left_ms = (if ended { last } else { client.window.1 })
             .saturating_sub(client.now)
             .div_ceil(1_000_000);
         let n = os::epoll_wait(client.ep.as_raw_fd(), &mut events, left_ms.min(5) as i32);
@@ -715,6 +765,11 @@ pub fn run(spec: &Spec) -> io::Result<Counts> {
     }
     let end = client.now.min(client.window.1);
     client.counts.window_us = end.saturating_sub(client.window.0) / 1000;
+    if let (Some((_, from)), Some(to)) = (client.anchor, client.wave_end) {
+        client.counts.wave_us = (to - from) / 1000;
+    } else {
+        client.counts.wave_ok = 0;
+    }
     for c in &mut client.conns {
         c.abort();
     }
@@ -861,6 +916,8 @@ mod tests {
             connects: 7,
             window_us: 2_000_000,
             ramp_us: 8,
+            wave_ok: 9,
+            wave_us: 3_000_000,
         };
         assert_eq!(
             Counts::parse_line(&format!("noise\n{}\n", c.line())),
@@ -868,6 +925,8 @@ mod tests {
         );
         assert_eq!(c.errors(), 18);
         assert_eq!(c.rps(), 0.5);
+        assert_eq!(c.wave_rps(), Some(3.0));
+        assert_eq!(Counts::default().wave_rps(), None);
         assert_eq!(Counts::parse_line("loadgen ok=1"), None);
         assert_eq!(Counts::parse_line(""), None);
     }

@@ -446,10 +446,12 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
                 let res = run_one(load, s, server_cpu, client_cpu, &ports);
                 match &res {
                     Ok(r) => eprintln!(
-                        "http: {} {} round {round}: {:.0} req/s{}",
+                        "http: {} {} round {round}: {:.0} req/s{}{}",
                         load.label(),
                         s.name(),
                         r.rps,
+                        r.wave_rps
+                            .map_or(String::new(), |w| format!(" ({w:.0} over whole waves)")),
                         r.tcp.map_or(String::new(), |t| format!(
                             " (listen drops {}, retransmitted segments {})",
                             t.listen_drops, t.retrans
@@ -613,6 +615,8 @@ mod tests {
                 // Some responses (how many depends on the machine, not on correctness).
                 assert!(c.ok > 0, "{f:?} {mode:?}: {c:?}");
                 assert_eq!((c.non_200, c.errors()), (0, 0), "{f:?} {mode:?}: {c:?}");
+                // The whole-wave window (P68): the anchor came round after the window.
+                assert!(c.wave_us > 0 && c.wave_ok > 0, "{f:?} {mode:?}: {c:?}");
                 // The server answered at least what the window counted.
                 assert!(st.requests >= c.ok, "{f:?} {mode:?}: {st:?} {c:?}");
                 assert!(st.events > 0 && st.waits > 0, "{f:?} {mode:?}: {st:?}");
