@@ -85,6 +85,17 @@ impl Config {
     }
 }
 
+/// What else happened in one timed block, besides its rounds (`getrusage` of the thread):
+/// a block that a page fault or another task entered costs more than its rounds, in
+/// instruction-time as in wall time.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Block {
+    /// Minor page faults taken during the block.
+    pub(super) faults: u64,
+    /// Involuntary context switches during the block.
+    pub(super) preempted: u64,
+}
+
 /// Runs the poller benchmark on the calling (pinned) thread.
 pub fn run(opts: &Opts, machine: &Machine) -> Section {
     let cfg = Config::new(opts.quick, opts.transport);
@@ -123,6 +134,7 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
     }
     // (mech, n, a) -> per-block µs/round
     let mut samples: BTreeMap<(Mech, usize, usize), Vec<f64>> = BTreeMap::new();
+    let mut blocks: BTreeMap<(Mech, usize, usize), Vec<Block>> = BTreeMap::new();
     let mut skipped: BTreeMap<usize, String> = BTreeMap::new();
     let mut select_skipped: BTreeMap<usize, String> = BTreeMap::new();
     let (soft, _) = os::raise_fd_limit();
@@ -195,12 +207,17 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
                     for _ in 0..(r / 10).max(3) {
                         p.round(&socks, active);
                     }
+                    let (f0, s0) = (os::thread_minor_faults(), os::thread_involuntary_switches());
                     let t = os::now_ns();
                     for _ in 0..r {
                         p.round(&socks, active);
                     }
                     let us = (os::now_ns() - t) as f64 / 1e3 / r as f64;
                     samples.entry((m, n, a)).or_default().push(us);
+                    blocks.entry((m, n, a)).or_default().push(Block {
+                        faults: os::thread_minor_faults() - f0,
+                        preempted: os::thread_involuntary_switches() - s0,
+                    });
                 }
             }
         }
@@ -211,6 +228,7 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
         &mechs,
         backends,
         &samples,
+        &blocks,
         &skipped,
         &select_skipped,
         uring.err(),
