@@ -5,6 +5,7 @@ use kevent_sys::{KEVENT_REQ_ONESHOT, ukevent};
 
 use super::wait::Sink;
 use super::{Ctx, State};
+use crate::ring::Ring;
 use crate::rules::{self, Readiness, Report};
 use crate::{source, sys, token};
 
@@ -386,6 +387,61 @@ impl State {
         });
         ring.publish();
         k
+    }
+
+    /// [`Self::deliver_whole_ring`] for `kevent_wait` on an asynchronous ring (P38), consumer
+    /// index `old_uidx` as the caller saw it. Only when the harvest proves that the queue fd
+    /// is this queue (a live kevent's token or the queue's nonce) is `ring_uidx` loaded
+    /// (P41); then P38's gate must pass (`ring_uidx < n`, `old_uidx == ring_uidx ==
+    /// ring_kidx`), and the whole harvest must fit the free slots and `limit`. The queue's
+    /// wake eventfd, which P41 keeps readable while the ring holds unread events, is skipped
+    /// (its harvest step is none); the leading plain events go into the ring, published at
+    /// once. Returns the length of that prefix of `got` and the events it put in the ring
+    /// (at least one), or `None` with nothing changed: the waiting loop then does it all,
+    /// gate included.
+    pub(super) fn deliver_whole_async(
+        &mut self,
+        got: &[libc::epoll_event],
+        limit: usize,
+        cap: usize,
+        old_uidx: u32,
+        ctx: Ctx,
+    ) -> Option<(usize, usize)> {
+        if !self.ring.as_ref().is_some_and(Ring::is_async)
+            || !self.settles(got.len(), 1, cap, usize::MAX)
+            || !self.proves_identity(got, ctx)
+        {
+            return None;
+        }
+        self.refresh_ring();
+        let ring = self.ring.as_mut()?;
+        let uidx = ring.consumer_index().ok()?;
+        if old_uidx != uidx
+            || old_uidx != ring.kidx()
+            || got.len() > limit.min(ring.free() as usize)
+        {
+            return None;
+        }
+        let wake = token::make(ctx.nonce, token::WAKE);
+        let (mut k, mut n) = (0, 0);
+        while let Some(ev) = got.get(k) {
+            if ev.u64 != wake {
+                let Some((kev, o)) = plain_event(&mut self.kevents.reg, ev) else {
+                    break;
+                };
+                kev.revents = ev.events;
+                kev.pending = 0;
+                let pushed = ring.push(&kev.uk.event(o.ret_flags, o.ret_data));
+                debug_assert!(pushed, "room was checked");
+                n += 1;
+            }
+            k += 1;
+        }
+        if n == 0 {
+            return None;
+        }
+        ring.publish();
+        Some((k, n))
     }
 
     /// The start of [`Self::absorb`] for the busy server's case: a run of events of live,
