@@ -50,7 +50,7 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use kevent_backend::Backend;
 
-use crate::machine::Machine;
+use crate::machine::{Clock, Machine};
 use crate::os;
 use crate::{Opts, Section};
 use mechanism::{Mech, Poller};
@@ -95,6 +95,18 @@ pub(super) struct Block {
     /// Involuntary context switches during the block.
     pub(super) preempted: u64,
 }
+
+/// How long the instruction-time guest idles before each mechanism is built. The guest's
+/// clock counts the instructions its CPUs execute, the other vCPU's included (QEMU's
+/// `-icount` runs both in one thread, and idle time is skipped), so work that a teardown
+/// defers (RCU callbacks freeing the previous mechanism's epoll items or kevents, or the
+/// previous N's sockets; io_uring's exit work in a kworker) would be counted in whichever
+/// later block it lands in: a block that finds the N items of another mechanism being freed
+/// runs up to a tenth slower at N = 10000, and at N = 1000 the same reps move a cell by a
+/// few hundredths (issue 21's repeatability). An idle guest runs that work at once (RCU's
+/// grace periods and `kfree_rcu`'s batching take a few ticks of 4 ms); skipped idle time
+/// costs no host time.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Runs the poller benchmark on the calling (pinned) thread.
 pub fn run(opts: &Opts, machine: &Machine) -> Section {
@@ -192,6 +204,10 @@ pub fn run(opts: &Opts, machine: &Machine) -> Section {
         for rep in 0..cfg.reps {
             for k in 0..here.len() {
                 let m = here[(k + rep) % here.len()];
+                if machine.clock == Clock::Instructions {
+                    // The previous mechanism's (or N's) teardown is done before this one starts.
+                    std::thread::sleep(SETTLE);
+                }
                 let mut p = Poller::build(m, &socks, backends);
                 for active in &actives {
                     let a = active.len();
