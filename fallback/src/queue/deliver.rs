@@ -381,10 +381,12 @@ impl State {
         let Some(ring) = self.ring.as_mut() else {
             return 0;
         };
+        let mut w = ring.writer();
         let k = whole_run(&mut self.kevents.reg, got, |_, ev| {
-            let pushed = ring.push(&ev);
+            let pushed = w.push(&ev);
             debug_assert!(pushed, "room was checked");
         });
+        drop(w);
         ring.publish();
         k
     }
@@ -424,6 +426,7 @@ impl State {
         }
         let wake = token::make(ctx.nonce, token::WAKE);
         let (mut k, mut n) = (0, 0);
+        let mut w = ring.writer();
         while let Some(ev) = got.get(k) {
             if ev.u64 != wake {
                 let Some((kev, o)) = plain_event(&mut self.kevents.reg, ev) else {
@@ -431,12 +434,13 @@ impl State {
                 };
                 kev.revents = ev.events;
                 kev.pending = 0;
-                let pushed = ring.push(&kev.uk.event(o.ret_flags, o.ret_data));
+                let pushed = w.push(&kev.uk.event(o.ret_flags, o.ret_data));
                 debug_assert!(pushed, "room was checked");
                 n += 1;
             }
             k += 1;
         }
+        drop(w);
         if n == 0 {
             return None;
         }
@@ -470,10 +474,12 @@ impl State {
                 k
             }
             (Sink::Ring { n, .. }, Some(ring)) => {
+                let mut w = ring.writer();
                 let k = plain_run(&mut self.kevents, call, got, room, |_, ev| {
-                    let pushed = ring.push(&ev);
+                    let pushed = w.push(&ev);
                     debug_assert!(pushed, "room() guaranteed a free slot");
                 });
+                drop(w);
                 *n += k;
                 k
             }
