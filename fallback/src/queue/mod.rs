@@ -510,13 +510,20 @@ impl Queue {
         }
         drop(st);
         if post {
-            let mut sink = Sink::Ring {
-                limit: usize::MAX,
-                n: 0,
-            };
-            self.collect(1, &mut sink, Deadline::Now)?;
+            self.post_freed()?;
         }
         Ok(released)
+    }
+
+    /// An asynchronous ring's commit, after D13: one non-blocking harvest into the slots it
+    /// freed (decision P41). Out of line, so that an ordinary ring's commit stays short.
+    #[inline(never)]
+    fn post_freed(&self) -> Result<u32, Errno> {
+        let mut sink = Sink::Ring {
+            limit: usize::MAX,
+            n: 0,
+        };
+        self.collect(1, &mut sink, Deadline::Now)
     }
 
     /// Arms a POSIX timer kevent (`KEVENT_POSIX_TIMER`, id `timer`) to expire at the absolute
