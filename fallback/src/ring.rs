@@ -202,12 +202,6 @@ pub(crate) struct RingWriter<'r> {
 }
 
 impl RingWriter<'_> {
-    /// Free slots left.
-    #[inline]
-    pub(crate) fn room(&self) -> usize {
-        self.left as usize
-    }
-
     /// Writes `ev` into the next free slot; `false` when none is left.
     #[inline]
     pub(crate) fn push(&mut self, ev: &ukevent) -> bool {

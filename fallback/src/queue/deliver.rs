@@ -371,17 +371,17 @@ impl State {
         limit: usize,
         cap: usize,
     ) -> usize {
-        if !self.settles(got.len(), 1, cap, usize::MAX) {
+        let room = match &self.ring {
+            Some(r) if !r.is_async() => limit.min(r.free() as usize),
+            _ => return 0,
+        };
+        if !self.settles(got.len(), 1, cap, room) {
             return 0;
         }
-        let Some(ring) = self.ring.as_mut().filter(|r| !r.is_async()) else {
+        let Some(ring) = self.ring.as_mut() else {
             return 0;
         };
-        // The writer counts the free slots (D12) once; the whole harvest must fit them.
         let mut w = ring.writer();
-        if got.len() > limit.min(w.room()) {
-            return 0;
-        }
         let k = whole_run(&mut self.kevents.reg, got, |_, ev| {
             let pushed = w.push(&ev);
             debug_assert!(pushed, "room was checked");
