@@ -142,7 +142,15 @@ impl RawQueue {
             None
         } else {
             let bytes = kevent_sys::ring_bytes(ring_len).ok_or(Errno::EINVAL)?;
-            let words = Box::into_raw(vec![0u64; bytes.div_ceil(8)].into_boxed_slice());
+            let mut words = vec![0u64; bytes.div_ceil(8)].into_boxed_slice();
+            // Touched now (a calloc of fresh memory leaves its pages unmapped), so that the
+            // ring's first lap inside a timed block takes no page fault.
+            for w in words.iter_mut().step_by(512) {
+                // SAFETY: a valid, aligned element of the slice; volatile so the store of the
+                // zero it already holds is made.
+                unsafe { std::ptr::from_mut(w).write_volatile(0) };
+            }
+            let words = Box::into_raw(words);
             let base = std::ptr::NonNull::new(words.cast()).ok_or(Errno::ENOMEM)?;
             Some(RingMem {
                 // SAFETY: `words` holds `ring_bytes(ring_len)` zeroed, 8-aligned bytes that
@@ -186,6 +194,14 @@ impl RawQueue {
     pub fn new_async(backend: Backend, ring_len: u32) -> Result<RawQueue, Errno> {
         let len = ring::async_ring_bytes(ring_len).ok_or(Errno::EINVAL)?;
         let map = kevent_sys::mem::AnonMap::new(len)?;
+        // The mapping's pages are touched now, not by the first lap of the ring inside a
+        // timed block: a kevent kernel pins them at `kevent_init` (P38), and the fallback
+        // would otherwise take a page fault per page in the poller's first block of rounds.
+        for off in (0..map.len()).step_by(4096) {
+            // SAFETY: `off < len`: inside the fresh, writable mapping, which nothing else
+            // references yet; it holds zeroes, and a zero is stored.
+            unsafe { map.base().as_ptr().add(off).write_volatile(0) };
+        }
         let base = map.base().cast::<kevent_sys::kevent_ring>();
         let ring = RingMem {
             // SAFETY: `async_ring_bytes(ring_len)` zeroed, page-aligned bytes that live until

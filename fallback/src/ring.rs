@@ -150,6 +150,20 @@ impl Ring {
         true
     }
 
+    /// A writer of consecutive events into the free slots (at most [`Ring::free`] as of now),
+    /// for a run of deliveries: [`Ring::push`] without its per-event occupancy arithmetic.
+    /// The producer index moves when the writer is dropped; nothing is visible to consumers
+    /// until [`Ring::publish`].
+    #[inline]
+    pub(crate) fn writer(&mut self) -> RingWriter<'_> {
+        RingWriter {
+            kidx: self.kidx,
+            left: self.free(),
+            written: 0,
+            ring: self,
+        }
+    }
+
     /// Publishes every pushed entry: `ring_kidx` is stored with Release ordering.
     pub(crate) fn publish(&self) {
         self.view.publish_kidx(self.kidx);
@@ -177,6 +191,44 @@ impl Ring {
     }
 }
 
+/// See [`Ring::writer`].
+pub(crate) struct RingWriter<'r> {
+    ring: &'r mut Ring,
+    /// The next slot to write.
+    kidx: u32,
+    /// Free slots left (**D12**).
+    left: u32,
+    written: u32,
+}
+
+impl RingWriter<'_> {
+    /// Writes `ev` into the next free slot; `false` when none is left.
+    #[inline]
+    pub(crate) fn push(&mut self, ev: &ukevent) -> bool {
+        if self.left == 0 {
+            return false;
+        }
+        // SAFETY: slot `kidx` is free (one of the `free()` slots after the ring's `kidx`,
+        // none of them written yet by this writer), so no consumer reads it until `publish`
+        // moves `ring_kidx` past it.
+        unsafe { self.ring.view.write(self.kidx, ev) };
+        self.kidx += 1;
+        if self.kidx == self.ring.view.size() {
+            self.kidx = 0;
+        }
+        self.left -= 1;
+        self.written += 1;
+        true
+    }
+}
+
+impl Drop for RingWriter<'_> {
+    fn drop(&mut self) {
+        self.ring.kidx = self.kidx;
+        self.ring.pushed = self.ring.pushed.wrapping_add(u64::from(self.written));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +251,34 @@ mod tests {
         assert_eq!(mem[0] as u32, 3, "ring_kidx published");
         assert_eq!(ring.commit(3, 0), Ok(3));
         assert_eq!(ring.free(), 3);
+    }
+
+    #[test]
+    fn d12_a_writer_fills_the_free_slots_across_the_end_and_no_more() {
+        let mut mem = vec![0u64; (8 + 4 * 40) / 8];
+        let base = NonNull::new(mem.as_mut_ptr().cast::<kevent_ring>()).unwrap();
+        // SAFETY: `mem` holds a 4-entry ring, 8-aligned, and outlives `ring`.
+        let mut ring = unsafe { Ring::new(base, 4) };
+        let ev = |d: u32| ukevent {
+            ret_data: [d, 0],
+            ..ukevent::default()
+        };
+        assert!(ring.push(&ev(1)));
+        assert!(ring.push(&ev(2)));
+        ring.publish();
+        assert_eq!(ring.commit(2, 0), Ok(2));
+        {
+            let mut w = ring.writer();
+            for d in 3..6 {
+                assert!(w.push(&ev(d)), "three slots are free");
+            }
+            assert!(!w.push(&ev(6)), "D12: the fourth slot stays free");
+        }
+        assert_eq!((ring.kidx(), ring.pushed(), ring.free()), (1, 5, 0));
+        ring.publish();
+        // Slots 2, 3 and (wrapped) 0 hold events 3, 4, 5.
+        // SAFETY: published above, nothing writes the ring meanwhile.
+        let read = |i| unsafe { ring.view.read(i) }.ret_data[0];
+        assert_eq!((read(2), read(3), read(0)), (3, 4, 5));
     }
 }

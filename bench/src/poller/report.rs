@@ -32,6 +32,7 @@ pub(super) fn report(
     mechs: &[Mech],
     backends: &[Backend],
     samples: &BTreeMap<(Mech, usize, usize), Vec<f64>>,
+    blocks: &BTreeMap<(Mech, usize, usize), Vec<super::Block>>,
     skipped: &BTreeMap<usize, String>,
     select_skipped: &BTreeMap<usize, String>,
     uring_refused: Option<String>,
@@ -113,6 +114,24 @@ pub(super) fn report(
                             ("a", Json::from(a)),
                             ("us_per_round", s.json()),
                         ]);
+                        // Each repetition's block, in the order they ran: two populations
+                        // here mean some repetitions took another path (issue 21's ±0.01).
+                        if let Some(v) = samples.get(&(m, n, a)) {
+                            cell.push(
+                                "samples_us_per_round",
+                                Json::arr(v.iter().map(|&x| Json::from(x))),
+                            );
+                        }
+                        if let Some(b) = blocks.get(&(m, n, a)) {
+                            cell.push(
+                                "samples_minor_faults",
+                                Json::arr(b.iter().map(|b| Json::from(b.faults))),
+                            );
+                            cell.push(
+                                "samples_preempted",
+                                Json::arr(b.iter().map(|b| Json::from(b.preempted))),
+                            );
+                        }
                         if let Some(r) = paired_ratio(samples, (m, n, a), (Mech::Epoll, n, a)) {
                             cell.push("paired_ratio_over_epoll", r.json());
                         }

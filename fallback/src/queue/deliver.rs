@@ -5,6 +5,7 @@ use kevent_sys::{KEVENT_REQ_ONESHOT, ukevent};
 
 use super::wait::Sink;
 use super::{Ctx, State};
+use crate::ring::Ring;
 use crate::rules::{self, Readiness, Report};
 use crate::{source, sys, token};
 
@@ -380,12 +381,71 @@ impl State {
         let Some(ring) = self.ring.as_mut() else {
             return 0;
         };
+        let mut w = ring.writer();
         let k = whole_run(&mut self.kevents.reg, got, |_, ev| {
-            let pushed = ring.push(&ev);
+            let pushed = w.push(&ev);
             debug_assert!(pushed, "room was checked");
         });
+        drop(w);
         ring.publish();
         k
+    }
+
+    /// [`Self::deliver_whole_ring`] for `kevent_wait` on an asynchronous ring (P38), consumer
+    /// index `old_uidx` as the caller saw it. Only when the harvest proves that the queue fd
+    /// is this queue (a live kevent's token or the queue's nonce) is `ring_uidx` loaded
+    /// (P41); then P38's gate must pass (`ring_uidx < n`, `old_uidx == ring_uidx ==
+    /// ring_kidx`), and the whole harvest must fit the free slots and `limit`. The queue's
+    /// wake eventfd, which P41 keeps readable while the ring holds unread events, is skipped
+    /// (its harvest step is none); the leading plain events go into the ring, published at
+    /// once. Returns the length of that prefix of `got` and the events it put in the ring
+    /// (at least one), or `None` with nothing changed: the waiting loop then does it all,
+    /// gate included.
+    pub(super) fn deliver_whole_async(
+        &mut self,
+        got: &[libc::epoll_event],
+        limit: usize,
+        cap: usize,
+        old_uidx: u32,
+        ctx: Ctx,
+    ) -> Option<(usize, usize)> {
+        if !self.ring.as_ref().is_some_and(Ring::is_async)
+            || !self.settles(got.len(), 1, cap, usize::MAX)
+            || !self.proves_identity(got, ctx)
+        {
+            return None;
+        }
+        self.refresh_ring();
+        let ring = self.ring.as_mut()?;
+        let uidx = ring.consumer_index().ok()?;
+        if old_uidx != uidx
+            || old_uidx != ring.kidx()
+            || got.len() > limit.min(ring.free() as usize)
+        {
+            return None;
+        }
+        let wake = token::make(ctx.nonce, token::WAKE);
+        let (mut k, mut n) = (0, 0);
+        let mut w = ring.writer();
+        while let Some(ev) = got.get(k) {
+            if ev.u64 != wake {
+                let Some((kev, o)) = plain_event(&mut self.kevents.reg, ev) else {
+                    break;
+                };
+                kev.revents = ev.events;
+                kev.pending = 0;
+                let pushed = w.push(&kev.uk.event(o.ret_flags, o.ret_data));
+                debug_assert!(pushed, "room was checked");
+                n += 1;
+            }
+            k += 1;
+        }
+        drop(w);
+        if n == 0 {
+            return None;
+        }
+        ring.publish();
+        Some((k, n))
     }
 
     /// The start of [`Self::absorb`] for the busy server's case: a run of events of live,
@@ -401,8 +461,9 @@ impl State {
         call: &mut Call,
         sink: &mut Sink<'_>,
     ) -> usize {
-        if call.sorted != 0 {
+        if call.sorted != 0 || got.is_empty() {
             // After a sleep: `Call::delivered` must search what was delivered before it.
+            // (An empty harvest: nothing to deliver, no ring writer to set up.)
             return 0;
         }
         let room = sink.room(self.ring.as_ref());
@@ -414,10 +475,12 @@ impl State {
                 k
             }
             (Sink::Ring { n, .. }, Some(ring)) => {
+                let mut w = ring.writer();
                 let k = plain_run(&mut self.kevents, call, got, room, |_, ev| {
-                    let pushed = ring.push(&ev);
+                    let pushed = w.push(&ev);
                     debug_assert!(pushed, "room() guaranteed a free slot");
                 });
+                drop(w);
                 *n += k;
                 k
             }

@@ -414,24 +414,59 @@ impl Queue {
                 },
             )
         });
-        let (deadline, gate) = match checked {
+        match checked {
             Ok(Pre::Stale) => {
                 self.prove()?;
-                return Ok(0);
+                Ok(0)
             }
-            Ok(Pre::Go(deadline)) => return self.wait_ordinary(num as usize, deadline),
-            Ok(Pre::Async(deadline)) => (deadline, Some(old_uidx)),
+            Ok(Pre::Go(deadline)) => self.wait_ordinary(num as usize, deadline),
+            Ok(Pre::Async(deadline)) => self.wait_async(num as usize, old_uidx, deadline),
             Err(e) => {
                 // A closed queue fd is EBADF whatever the other arguments say.
                 self.prove()?;
-                return Err(e);
+                Err(e)
             }
-        };
-        let mut sink = Sink::Ring {
-            limit: num as usize,
-            n: 0,
-        };
-        self.collect_gated(1, &mut sink, deadline, gate)
+        }
+    }
+
+    /// `kevent_wait` on an asynchronous ring (P38) once its arguments passed: a wait whose
+    /// first harvest proves the fd, passes P38's `old_uidx` gate and fits the ring's free
+    /// slots delivers its plain events there and returns from here, as `wait_ordinary`
+    /// does; what it cannot settle goes on in the waiting loop with the gate already passed.
+    fn wait_async(&self, num: usize, old_uidx: u32, deadline: Deadline) -> Result<u32, Errno> {
+        // Decision P34: SIGNAL kevents whose handler a program replaced get it back.
+        crate::signal::dispatch::reclaim_if_due();
+        let mut h = sys::Harvest::new();
+        let (cap, first) = self.harvest_first(&mut h, num);
+        let mut st = self.lock();
+        if first.is_ok() {
+            if let Some((whole, n)) =
+                st.deliver_whole_async(h.got(), num, cap, old_uidx, self.ctx())
+            {
+                if whole == h.got().len() {
+                    st.sync_wake(self.ctx());
+                    return Ok(n as u32);
+                }
+                // The gate passed and the ring holds `n` new events: the loop takes the rest
+                // of the harvest and returns at once (the ring is not empty), counting what
+                // it delivered with them (nobody else posts while the lock is held).
+                let mut sink = Sink::Ring { limit: num, n };
+                return self
+                    .collect_rest(&mut h, cap, first, st, whole, 1, &mut sink, deadline, None);
+            }
+        }
+        let mut sink = Sink::Ring { limit: num, n: 0 };
+        self.collect_rest(
+            &mut h,
+            cap,
+            first,
+            st,
+            0,
+            1,
+            &mut sink,
+            deadline,
+            Some(old_uidx),
+        )
     }
 
     /// `kevent_wait` on an ordinary ring once its arguments passed: as `get_events`, a wait
@@ -475,13 +510,20 @@ impl Queue {
         }
         drop(st);
         if post {
-            let mut sink = Sink::Ring {
-                limit: usize::MAX,
-                n: 0,
-            };
-            self.collect(1, &mut sink, Deadline::Now)?;
+            self.post_freed()?;
         }
         Ok(released)
+    }
+
+    /// An asynchronous ring's commit, after D13: one non-blocking harvest into the slots it
+    /// freed (decision P41). Out of line, so that an ordinary ring's commit stays short.
+    #[inline(never)]
+    fn post_freed(&self) -> Result<u32, Errno> {
+        let mut sink = Sink::Ring {
+            limit: usize::MAX,
+            n: 0,
+        };
+        self.collect(1, &mut sink, Deadline::Now)
     }
 
     /// Arms a POSIX timer kevent (`KEVENT_POSIX_TIMER`, id `timer`) to expire at the absolute

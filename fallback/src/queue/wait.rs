@@ -116,27 +116,13 @@ impl Sink<'_> {
 }
 
 impl Queue {
-    /// The waiting loop shared by `get_events` and `wait`.
+    /// A whole wait that nothing settled before (an asynchronous ring's commit, P41): the
+    /// first harvest, then the waiting loop.
     pub(super) fn collect(
         &self,
         want: usize,
         sink: &mut Sink<'_>,
         deadline: Deadline,
-    ) -> Result<u32, Errno> {
-        self.collect_gated(want, sink, deadline, None)
-    }
-
-    /// [`Queue::collect`]; with `gate: Some(old_uidx)`, `kevent_wait` on an asynchronous ring
-    /// (P38): once the fd is proven to be this queue, `ring_uidx >= n` is `EINVAL` and an
-    /// `old_uidx` other than `ring_uidx` or `ring_kidx` returns 0 at once, moving nothing
-    /// (what the first harvest took from epoll waits in the queue); otherwise the call
-    /// returns how many events the ring gained while it ran.
-    pub(super) fn collect_gated(
-        &self,
-        want: usize,
-        sink: &mut Sink<'_>,
-        deadline: Deadline,
-        gate: Option<u32>,
     ) -> Result<u32, Errno> {
         // Decision P34: SIGNAL kevents whose handler a program replaced get it back.
         crate::signal::dispatch::reclaim_if_due();
@@ -147,7 +133,7 @@ impl Queue {
         };
         let (first_cap, first) = self.harvest_first(&mut h, first_cap);
         let st = self.lock();
-        self.collect_rest(&mut h, first_cap, first, st, 0, want, sink, deadline, gate)
+        self.collect_rest(&mut h, first_cap, first, st, 0, want, sink, deadline, None)
     }
 
     /// A wait's first harvest: it never blocks and runs before the lock is taken, so that when
@@ -173,6 +159,12 @@ impl Queue {
     /// The waiting loop after the first harvest (`h.got()`, of capacity `first_cap`; `first`:
     /// its result), with the lock `st` taken after it and the first `whole` events of the
     /// harvest already delivered into the sink (`State::deliver_whole`).
+    ///
+    /// With `gate: Some(old_uidx)`, `kevent_wait` on an asynchronous ring (P38): once the fd
+    /// is proven to be this queue, `ring_uidx >= n` is `EINVAL` and an `old_uidx` other than
+    /// `ring_uidx` or `ring_kidx` returns 0 at once, moving nothing (what the first harvest
+    /// took from epoll waits in the queue); otherwise the call returns how many events the
+    /// ring gained while it ran.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn collect_rest<'q>(
