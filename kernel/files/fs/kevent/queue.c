@@ -1044,8 +1044,12 @@ static void kevent_restore(struct kevent_queue *q, struct kevent_sink *s,
 			   struct kevent *k, struct list_head *back)
 {
 	const struct kevent_snap *snap = &k->hand;
+	bool owners = kevent_owners(q);
 
 	lockdep_assert_held(&q->lock);
+	/* Not delivered: no longer this call's (kevent_take()). */
+	if (!owners)
+		k->stamp = 0;
 	k->marked |= snap->marked;
 	if (kevent_level(k)) {
 		/* Still queued and counted on s->requeue (kevent_take()). */
@@ -1058,7 +1062,7 @@ static void kevent_restore(struct kevent_queue *q, struct kevent_sink *s,
 	k->bits |= snap->bits;
 	if (list_empty(&k->link)) {
 		list_add_tail(&k->link, back);
-		kevent_count(q, k, kevent_owners(q));
+		kevent_count(q, k, owners);
 	}
 }
 
@@ -1168,6 +1172,19 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
  * see it queued and only merge into it, setting k->merged. Only the others
  * leave @rest one by one; what stays is moved to s->requeue in one piece,
  * in order.
+ *
+ * With no waiter asleep on q->holders (kevent_owners(): this call is then
+ * not one either), every kevent taken carries this call's stamp from here,
+ * as if delivered, so the settle has nothing to do for those that are;
+ * kevent_scan() and kevent_restore() reset it to 0, no call's, on the rare
+ * one that is not. Nothing else reads a stamp meanwhile: only a holder's
+ * own counts them, and none joins while this call holds q->mtx. With a
+ * sleeper, the take stamps nothing new and the settle stamps what was
+ * delivered: a sleeper's own must keep counting a kevent it delivered that
+ * this call takes and finds nothing in. Were it unstamped, a producer
+ * queueing it again would wake the sleeper for it instead of a waiter that
+ * can take it, and the sleeper, finding it delivered, would sleep on with
+ * the wake-up.
  */
 static struct kevent *kevent_take(struct kevent_queue *q,
 				  struct kevent_sink *s, struct list_head *rest,
@@ -1199,10 +1216,14 @@ static struct kevent *kevent_take(struct kevent_queue *q,
 			k->hand.marked = k->marked;
 			k->marked = false;
 			k->merged = false;
+			if (!owners)
+				k->stamp = s->call;
 			again++;
 		} else {
 			/* On a copy of q->ready, so counted. */
 			kevent_uncount(q, k, owners);
+			if (!owners)
+				k->stamp = s->call;
 			k->hand.pending = k->pending;
 			k->hand.bits = k->bits;
 			k->hand.marked = k->marked;
@@ -1258,6 +1279,7 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		/* Up to one delivery per registered kevent: long, not forever. */
 		if (full)
 			cond_resched();
+		nkept = 0;
 		for (k = hand; k; k = next) {
 			next = k->hand_next;
 			err = kevent_deliver_one(q, k, s);
@@ -1266,7 +1288,8 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 			if (err == 2) {
 				*tail = k;
 				tail = &k->hand_next;
-			} else if (!err && kevent_level(k)) {
+				nkept++;
+			} else if (!err) {
 				*itail = k;
 				itail = &k->hand_next;
 			}
@@ -1277,15 +1300,17 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 
 		spin_lock_irq(&q->lock);
 		q->nbusy -= n;
+		/* Constant while this call holds q->mtx (kevent_take()). */
 		owners = kevent_owners(q);
-		nkept = 0;
-		for (next = kept; next; next = next->hand_next) {
-			/*
-			 * Queued again by a producer meanwhile, or a level
-			 * kevent on s->requeue (kevent_take()): still counted.
-			 */
-			kevent_stamp(q, next, s->call, owners);
-			nkept++;
+		/*
+		 * What it delivered is the call's now. With no sleeper the
+		 * take stamped it already; else it is stamped here (queued
+		 * again by a producer meanwhile, or a level kevent on
+		 * s->requeue, it counts in the call's own).
+		 */
+		if (owners) {
+			for (next = kept; next; next = next->hand_next)
+				kevent_stamp(q, next, s->call, true);
 		}
 		s->fresh += nkept;
 		/* The batch's chain of what it delivered joins s->chain. */
@@ -1296,13 +1321,17 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		}
 		/*
 		 * A level kevent with nothing to report leaves the queue,
-		 * unless a source woke it since it was taken.
+		 * unless a source woke it since it was taken; with no sleeper
+		 * what had nothing to report loses the stamp the take gave it
+		 * (with one, the take left every stamp as it was).
 		 */
 		for (next = idle; next; next = next->hand_next) {
-			if (next->merged)
-				continue;
-			kevent_uncount(q, next, owners);
-			s->nrequeue--;
+			if (kevent_level(next) && !next->merged) {
+				kevent_uncount(q, next, owners);
+				s->nrequeue--;
+			}
+			if (!owners)
+				next->stamp = 0;
 		}
 		if (err < 0) {
 			LIST_HEAD(back);
