@@ -972,13 +972,14 @@ static noinline bool kevent_seen(const struct kevent_sink *s,
 		       kevent_ptr_cmp);
 }
 
+/* @slept: kevent_take_from()'s; without it the call remembered nothing. */
 static __always_inline bool kevent_delivered(struct kevent_sink *s,
-					     struct kevent *k)
+					     struct kevent *k, bool slept)
 {
 	if (k->stamp == s->call)
 		return true;
 	/* Out of line: only a call that slept has remembered any. */
-	return s->nsorted && kevent_seen(s, k);
+	return slept && s->nsorted && kevent_seen(s, k);
 }
 
 /*
@@ -1095,14 +1096,17 @@ efault:
 }
 
 /*
- * Delivers one kevent in hand; q->lock not held.
+ * Delivers one kevent in hand; q->lock not held. Inlined into its one
+ * caller's loop, kevent_scan(): with the take inlined there too, -Os would
+ * otherwise call it, once per delivered kevent.
  *
  * Return: 2 delivered and still registered, 1 delivered and unregistered
  * (@k may be gone), 0 nothing to deliver, -EFAULT, or -ENOSPC (an
  * asynchronous ring a producer filled meanwhile).
  */
-static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
-			      struct kevent_sink *s)
+static __always_inline int kevent_deliver_one(struct kevent_queue *q,
+					      struct kevent *k,
+					      struct kevent_sink *s)
 {
 	u32 data[2] = { 0, 0 };
 	enum kevent_report r;
@@ -1185,14 +1189,23 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
  * queueing it again would wake the sleeper for it instead of a waiter that
  * can take it, and the sleeper, finding it delivered, would sleep on with
  * the wake-up.
+ *
+ * Written once, compiled twice (kevent_take()): @slept is a constant, true
+ * when a waiter is asleep on q->holders or this call remembered what it
+ * delivered before it slept (then it is one of those waiters, so @slept is
+ * kevent_owners()). The usual call, which has not slept and shares the
+ * queue with no sleeper, then runs a loop with no test of either, and no
+ * kevent_own().
  */
-static struct kevent *kevent_take(struct kevent_queue *q,
-				  struct kevent_sink *s, struct list_head *rest,
-				  unsigned int room, unsigned int *n, bool *full)
+static __always_inline struct kevent *
+kevent_take_from(struct kevent_queue *q, struct kevent_sink *s,
+		 struct list_head *rest, unsigned int room, unsigned int *n,
+		 bool *full, const bool slept)
 {
 	struct kevent *hand = NULL, **tail = &hand, *k;
 	struct list_head *pos = rest->next, *next;
-	bool owners = kevent_owners(q);
+	/* kevent_owners(q), or nothing to own it: kevent_own() finds none. */
+	const bool owners = slept;
 	unsigned int steps, taken = 0, again = 0;
 	LIST_HEAD(stay);
 
@@ -1202,7 +1215,7 @@ static struct kevent *kevent_take(struct kevent_queue *q,
 		k = list_entry(pos, struct kevent, link);
 		next = pos->next;
 		pos = next;
-		if (kevent_delivered(s, k)) {
+		if (kevent_delivered(s, k, slept)) {
 			/* Delivered by this call already: stays counted. */
 			kevent_stamp(q, k, s->call, owners);
 			again++;
@@ -1245,6 +1258,24 @@ static struct kevent *kevent_take(struct kevent_queue *q,
 	return hand;
 }
 
+static noinline struct kevent *
+kevent_take_slept(struct kevent_queue *q, struct kevent_sink *s,
+		  struct list_head *rest, unsigned int room, unsigned int *n,
+		  bool *full)
+{
+	return kevent_take_from(q, s, rest, room, n, full, true);
+}
+
+static __always_inline struct kevent *
+kevent_take(struct kevent_queue *q, struct kevent_sink *s,
+	    struct list_head *rest, unsigned int room, unsigned int *n,
+	    bool *full)
+{
+	if (unlikely(kevent_owners(q) || s->nsorted))
+		return kevent_take_slept(q, s, rest, room, n, full);
+	return kevent_take_from(q, s, rest, room, n, full, false);
+}
+
 /*
  * Delivers what is queued, oldest first, while the sink has room, a batch
  * at a time (kevent_take()): q->lock, held when it is called and when it
@@ -1254,8 +1285,12 @@ static struct kevent *kevent_take(struct kevent_queue *q,
  * unregisters; a producer finds it off every list and queues it again, or
  * (a level kevent) queued on s->requeue and merges into it (q->nbusy keeps
  * an asynchronous ring's producers out, P40).
+ *
+ * Inlined into its one caller, kevent_collect_deadline(), as -Os did before
+ * the take was inlined here: a call would cost every wait its frame.
  */
-static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
+static __always_inline int kevent_scan(struct kevent_queue *q,
+				       struct kevent_sink *s)
 	__must_hold(&q->lock)
 {
 	LIST_HEAD(rest);
