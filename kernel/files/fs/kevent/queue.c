@@ -972,13 +972,14 @@ static noinline bool kevent_seen(const struct kevent_sink *s,
 		       kevent_ptr_cmp);
 }
 
+/* @slept: kevent_take_from()'s; without it the call remembered nothing. */
 static __always_inline bool kevent_delivered(struct kevent_sink *s,
-					     struct kevent *k)
+					     struct kevent *k, bool slept)
 {
 	if (k->stamp == s->call)
 		return true;
 	/* Out of line: only a call that slept has remembered any. */
-	return s->nsorted && kevent_seen(s, k);
+	return slept && s->nsorted && kevent_seen(s, k);
 }
 
 /*
@@ -1044,8 +1045,12 @@ static void kevent_restore(struct kevent_queue *q, struct kevent_sink *s,
 			   struct kevent *k, struct list_head *back)
 {
 	const struct kevent_snap *snap = &k->hand;
+	bool owners = kevent_owners(q);
 
 	lockdep_assert_held(&q->lock);
+	/* Not delivered: no longer this call's (kevent_take()). */
+	if (!owners)
+		k->stamp = 0;
 	k->marked |= snap->marked;
 	if (kevent_level(k)) {
 		/* Still queued and counted on s->requeue (kevent_take()). */
@@ -1058,7 +1063,7 @@ static void kevent_restore(struct kevent_queue *q, struct kevent_sink *s,
 	k->bits |= snap->bits;
 	if (list_empty(&k->link)) {
 		list_add_tail(&k->link, back);
-		kevent_count(q, k, kevent_owners(q));
+		kevent_count(q, k, owners);
 	}
 }
 
@@ -1091,14 +1096,17 @@ efault:
 }
 
 /*
- * Delivers one kevent in hand; q->lock not held.
+ * Delivers one kevent in hand; q->lock not held. Inlined into its one
+ * caller's loop, kevent_scan(): with the take inlined there too, -Os would
+ * otherwise call it, once per delivered kevent.
  *
  * Return: 2 delivered and still registered, 1 delivered and unregistered
  * (@k may be gone), 0 nothing to deliver, -EFAULT, or -ENOSPC (an
  * asynchronous ring a producer filled meanwhile).
  */
-static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
-			      struct kevent_sink *s)
+static __always_inline int kevent_deliver_one(struct kevent_queue *q,
+					      struct kevent *k,
+					      struct kevent_sink *s)
 {
 	u32 data[2] = { 0, 0 };
 	enum kevent_report r;
@@ -1168,14 +1176,36 @@ static int kevent_deliver_one(struct kevent_queue *q, struct kevent *k,
  * see it queued and only merge into it, setting k->merged. Only the others
  * leave @rest one by one; what stays is moved to s->requeue in one piece,
  * in order.
+ *
+ * With no waiter asleep on q->holders (kevent_owners(): this call is then
+ * not one either), every kevent taken carries this call's stamp from here,
+ * as if delivered, so the settle has nothing to do for those that are;
+ * kevent_scan() and kevent_restore() reset it to 0, no call's, on the rare
+ * one that is not. Nothing else reads a stamp meanwhile: only a holder's
+ * own counts them, and none joins while this call holds q->mtx. With a
+ * sleeper, the take stamps nothing new and the settle stamps what was
+ * delivered: a sleeper's own must keep counting a kevent it delivered that
+ * this call takes and finds nothing in. Were it unstamped, a producer
+ * queueing it again would wake the sleeper for it instead of a waiter that
+ * can take it, and the sleeper, finding it delivered, would sleep on with
+ * the wake-up.
+ *
+ * Written once, compiled twice (kevent_take()): @slept is a constant, true
+ * when a waiter is asleep on q->holders or this call remembered what it
+ * delivered before it slept (then it is one of those waiters, so @slept is
+ * kevent_owners()). The usual call, which has not slept and shares the
+ * queue with no sleeper, then runs a loop with no test of either, and no
+ * kevent_own().
  */
-static struct kevent *kevent_take(struct kevent_queue *q,
-				  struct kevent_sink *s, struct list_head *rest,
-				  unsigned int room, unsigned int *n, bool *full)
+static __always_inline struct kevent *
+kevent_take_from(struct kevent_queue *q, struct kevent_sink *s,
+		 struct list_head *rest, unsigned int room, unsigned int *n,
+		 bool *full, const bool slept)
 {
 	struct kevent *hand = NULL, **tail = &hand, *k;
 	struct list_head *pos = rest->next, *next;
-	bool owners = kevent_owners(q);
+	/* kevent_owners(q), or nothing to own it: kevent_own() finds none. */
+	const bool owners = slept;
 	unsigned int steps, taken = 0, again = 0;
 	LIST_HEAD(stay);
 
@@ -1185,7 +1215,7 @@ static struct kevent *kevent_take(struct kevent_queue *q,
 		k = list_entry(pos, struct kevent, link);
 		next = pos->next;
 		pos = next;
-		if (kevent_delivered(s, k)) {
+		if (kevent_delivered(s, k, slept)) {
 			/* Delivered by this call already: stays counted. */
 			kevent_stamp(q, k, s->call, owners);
 			again++;
@@ -1199,10 +1229,14 @@ static struct kevent *kevent_take(struct kevent_queue *q,
 			k->hand.marked = k->marked;
 			k->marked = false;
 			k->merged = false;
+			if (!owners)
+				k->stamp = s->call;
 			again++;
 		} else {
 			/* On a copy of q->ready, so counted. */
 			kevent_uncount(q, k, owners);
+			if (!owners)
+				k->stamp = s->call;
 			k->hand.pending = k->pending;
 			k->hand.bits = k->bits;
 			k->hand.marked = k->marked;
@@ -1224,6 +1258,24 @@ static struct kevent *kevent_take(struct kevent_queue *q,
 	return hand;
 }
 
+static noinline struct kevent *
+kevent_take_slept(struct kevent_queue *q, struct kevent_sink *s,
+		  struct list_head *rest, unsigned int room, unsigned int *n,
+		  bool *full)
+{
+	return kevent_take_from(q, s, rest, room, n, full, true);
+}
+
+static __always_inline struct kevent *
+kevent_take(struct kevent_queue *q, struct kevent_sink *s,
+	    struct list_head *rest, unsigned int room, unsigned int *n,
+	    bool *full)
+{
+	if (unlikely(kevent_owners(q) || s->nsorted))
+		return kevent_take_slept(q, s, rest, room, n, full);
+	return kevent_take_from(q, s, rest, room, n, full, false);
+}
+
 /*
  * Delivers what is queued, oldest first, while the sink has room, a batch
  * at a time (kevent_take()): q->lock, held when it is called and when it
@@ -1233,8 +1285,12 @@ static struct kevent *kevent_take(struct kevent_queue *q,
  * unregisters; a producer finds it off every list and queues it again, or
  * (a level kevent) queued on s->requeue and merges into it (q->nbusy keeps
  * an asynchronous ring's producers out, P40).
+ *
+ * Inlined into its one caller, kevent_collect_deadline(), as -Os did before
+ * the take was inlined here: a call would cost every wait its frame.
  */
-static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
+static __always_inline int kevent_scan(struct kevent_queue *q,
+				       struct kevent_sink *s)
 	__must_hold(&q->lock)
 {
 	LIST_HEAD(rest);
@@ -1258,6 +1314,7 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		/* Up to one delivery per registered kevent: long, not forever. */
 		if (full)
 			cond_resched();
+		nkept = 0;
 		for (k = hand; k; k = next) {
 			next = k->hand_next;
 			err = kevent_deliver_one(q, k, s);
@@ -1266,7 +1323,8 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 			if (err == 2) {
 				*tail = k;
 				tail = &k->hand_next;
-			} else if (!err && kevent_level(k)) {
+				nkept++;
+			} else if (!err) {
 				*itail = k;
 				itail = &k->hand_next;
 			}
@@ -1277,15 +1335,17 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 
 		spin_lock_irq(&q->lock);
 		q->nbusy -= n;
+		/* Constant while this call holds q->mtx (kevent_take()). */
 		owners = kevent_owners(q);
-		nkept = 0;
-		for (next = kept; next; next = next->hand_next) {
-			/*
-			 * Queued again by a producer meanwhile, or a level
-			 * kevent on s->requeue (kevent_take()): still counted.
-			 */
-			kevent_stamp(q, next, s->call, owners);
-			nkept++;
+		/*
+		 * What it delivered is the call's now. With no sleeper the
+		 * take stamped it already; else it is stamped here (queued
+		 * again by a producer meanwhile, or a level kevent on
+		 * s->requeue, it counts in the call's own).
+		 */
+		if (owners) {
+			for (next = kept; next; next = next->hand_next)
+				kevent_stamp(q, next, s->call, true);
 		}
 		s->fresh += nkept;
 		/* The batch's chain of what it delivered joins s->chain. */
@@ -1296,13 +1356,17 @@ static int kevent_scan(struct kevent_queue *q, struct kevent_sink *s)
 		}
 		/*
 		 * A level kevent with nothing to report leaves the queue,
-		 * unless a source woke it since it was taken.
+		 * unless a source woke it since it was taken; with no sleeper
+		 * what had nothing to report loses the stamp the take gave it
+		 * (with one, the take left every stamp as it was).
 		 */
 		for (next = idle; next; next = next->hand_next) {
-			if (next->merged)
-				continue;
-			kevent_uncount(q, next, owners);
-			s->nrequeue--;
+			if (kevent_level(next) && !next->merged) {
+				kevent_uncount(q, next, owners);
+				s->nrequeue--;
+			}
+			if (!owners)
+				next->stamp = 0;
 		}
 		if (err < 0) {
 			LIST_HEAD(back);
