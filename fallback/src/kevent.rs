@@ -53,6 +53,11 @@ pub(crate) struct Kevent {
     /// The call that queued it (while `queued`) or last delivered it: a wait delivers each
     /// kevent at most once.
     pub(crate) stamp: u32,
+    /// Its last delivery took it from the ready list, not from an epoll report. An
+    /// edge-triggered fd kevent delivered that way (a READY mark, an ADD's) may still have
+    /// the readiness it reported in epoll's ready list: an edge epoll reports during that
+    /// call is taken as that readiness, merged into the delivery, not as a new edge (P18).
+    pub(crate) from_queue: bool,
     /// Occurrences since the last delivery (**D8**: expirations, deliveries, READY marks).
     pub(crate) pending: u32,
     /// fd types: the readiness epoll reported last; INODE: the entry events seen.
@@ -74,6 +79,7 @@ impl Kevent {
             queued: false,
             marked: false,
             stamp: 0,
+            from_queue: false,
             pending: 0,
             revents: 0,
             source,

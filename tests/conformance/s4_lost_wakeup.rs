@@ -121,18 +121,10 @@ backend_test! {
     }
     /// One waiter: T1 (`min_nr = 2`) delivers an edge-triggered socket and sleeps on; new
     /// data arrives (a new edge) while it sleeps. The wait may not deliver the socket twice,
-    /// so that edge stays queued and a later wait reports it: it is never dropped. (T1 may
-    /// return at the new edge with what it has, P18, or sleep on to its second event.)
+    /// so that edge stays queued and a later wait reports it: it is never dropped (the
+    /// fallback dropped it until session 10, P18). T1 may return at the new edge with what
+    /// it has (P18, the fallback) or sleep on to its second event (the kernel).
     fn s4_edge_kevent_that_fires_again_during_the_wait_that_delivered_it_stays_queued(b) {
-        if !b.is_native() {
-            // A known divergence, not fixed (docs/decisions.md, P18's note): the fallback
-            // cannot tell that edge from epoll's echo of the readiness ADD already queued.
-            eprintln!(
-                "fallback: not checked: the engine drops an edge epoll reports during the wait \
-                 that delivered the kevent (P18's note)"
-            );
-            return;
-        }
         let q = Arc::new(Queue::new(b));
         let (a, peer) = socketpair();
         let edge = on_fd(KEVENT_SOCKET, a.as_raw_fd(), KEVENT_SOCKET_RECV, KEVENT_REQ_ET);

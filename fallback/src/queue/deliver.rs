@@ -174,6 +174,7 @@ impl State {
         let Some(kev) = self.kevents.reg.get_mut(slot) else {
             return false;
         };
+        kev.from_queue = fresh.is_none();
         let report = source::report(kev, fresh);
         self.deliver_reported(slot, generation, report, call, sink, ctx)
     }
@@ -281,9 +282,16 @@ impl State {
                 // Delivered by this wait already (at most once per wait). A level source
                 // that epoll reports again stays in the queue's epoll as it is, visible to
                 // the other waiters and to `poll()` (issue 20, finding 8); the wait only
-                // notes that sleeping on the queue fd would return at once.
-                held |=
-                    !rules::edge(kev.uk.req_flags) && kev.uk.req_flags & KEVENT_REQ_ONESHOT == 0;
+                // notes that sleeping on the queue fd would return at once. An edge, which
+                // epoll reports once, is a new one unless this wait delivered the kevent
+                // from the ready list (then epoll may still have held the readiness that
+                // delivery reported): a new edge is queued for another waiter or the next
+                // wait, never dropped (P18's note).
+                if !rules::edge(kev.uk.req_flags) {
+                    held |= kev.uk.req_flags & KEVENT_REQ_ONESHOT == 0;
+                } else if !kev.from_queue {
+                    self.kevents.queue(slot);
+                }
                 continue;
             }
             fresh += 1;
@@ -303,6 +311,7 @@ impl State {
                 let wakes = rules::wakes_all(kev.uk.req_flags) && self.sleepers > 0;
                 if !o.unregister && !wakes {
                     kev.stamp = call.id;
+                    kev.from_queue = false;
                     kev.pending = 0;
                     call.taken.push(ev.u64);
                     let event = kev.uk.event(o.ret_flags, o.ret_data);
@@ -318,6 +327,7 @@ impl State {
                 }
             }
             let report = report.map(|r| (r, false));
+            kev.from_queue = false;
             self.deliver_reported(slot, generation, report, call, sink, ctx);
         }
         Absorbed {
@@ -433,6 +443,7 @@ impl State {
                     break;
                 };
                 kev.revents = ev.events;
+                kev.from_queue = false;
                 kev.pending = 0;
                 let pushed = w.push(&kev.uk.event(o.ret_flags, o.ret_data));
                 debug_assert!(pushed, "room was checked");
@@ -546,6 +557,7 @@ fn plain_run(
         }
         kev.revents = ev.events;
         kev.stamp = call.id;
+        kev.from_queue = false;
         kev.pending = 0;
         call.taken.push(ev.u64);
         emit(i, kev.uk.event(o.ret_flags, o.ret_data));
@@ -569,6 +581,7 @@ fn whole_run(
             break;
         };
         kev.revents = ev.events;
+        kev.from_queue = false;
         kev.pending = 0;
         emit(k, kev.uk.event(o.ret_flags, o.ret_data));
         k += 1;
