@@ -20,7 +20,11 @@
 //! * **ADD + REMOVE**: `kevent_ctl` ADD then REMOVE of one idle socket (two calls) against
 //!   `epoll_ctl` ADD then DEL; io_uring: a multishot `POLL_ADD` and its `POLL_REMOVE`
 //!   submitted by one `io_uring_enter`, their completions reaped;
-//! * **MODIFY**: `kevent_ctl` MODIFY of one registered idle socket against `epoll_ctl` MOD.
+//! * **MODIFY**: `kevent_ctl` MODIFY of one registered idle socket against `epoll_ctl` MOD;
+//! * **a level socket's turn**: a `write` to its peer, a wait that delivers it, a `read`, and
+//!   a wait that looks at it again and finds it drained (0 events), as an HTTP keep-alive
+//!   server's socket takes each request: the only call here that prices the wake-up and the
+//!   empty re-check of a level registration (epoll and `kevent_get_events` only).
 //!
 //! From the 1-ready and 64-ready figures the report also derives, per mechanism, the cost
 //! of each further delivered event ((64 ready − 1 ready) ÷ 63) and the fixed cost of a call
@@ -65,14 +69,20 @@ enum Op {
     WaitMany,
     AddRemove,
     Modify,
+    /// A level socket's turn, as an HTTP keep-alive server's socket takes it: data arrives
+    /// (a `write` to its peer), a wait delivers it, the server reads it, and the next wait
+    /// looks at the socket again and finds it drained (epoll's level item back on its ready
+    /// list, the level kevent still queued). The other calls price only the delivery.
+    Turn,
 }
 
-const OPS: [Op; 5] = [
+const OPS: [Op; 6] = [
     Op::WaitEmpty,
     Op::WaitOne,
     Op::WaitMany,
     Op::AddRemove,
     Op::Modify,
+    Op::Turn,
 ];
 
 impl Op {
@@ -83,6 +93,7 @@ impl Op {
             Op::WaitMany => "wait, 64 ready",
             Op::AddRemove => "ADD + REMOVE of one socket (two calls)",
             Op::Modify => "MODIFY of one socket",
+            Op::Turn => "a level socket's turn: write, wait (1), read, wait (re-check, 0)",
         }
     }
 
@@ -93,6 +104,7 @@ impl Op {
             Op::WaitMany => "wait_64_ready",
             Op::AddRemove => "add_remove",
             Op::Modify => "modify",
+            Op::Turn => "level_turn",
         }
     }
 }
@@ -136,11 +148,15 @@ impl Mech {
         match (self, op) {
             (Mech::Epoll, Op::AddRemove) => "`epoll_ctl` ADD + DEL",
             (Mech::Epoll, Op::Modify) => "`epoll_ctl` MOD",
+            (Mech::Epoll, Op::Turn) => "`write`, `epoll_wait`, `read`, `epoll_wait`",
             (Mech::Epoll, _) => "`epoll_wait`",
             (Mech::Uring, Op::WaitEmpty) => "CQ ring head = tail? (no syscall)",
             (Mech::Uring, _) => "`POLL_ADD` + `POLL_REMOVE`, one `io_uring_enter`, reap",
             (Mech::Kevent(_), Op::AddRemove) => "`kevent_ctl` ADD + REMOVE",
             (Mech::Kevent(_), Op::Modify) => "`kevent_ctl` MODIFY",
+            (Mech::Kevent(_), Op::Turn) => {
+                "`write`, `kevent_get_events`, `read`, `kevent_get_events`"
+            }
             (Mech::Kevent(_), _) => "`kevent_get_events`",
             (Mech::Ring(_), Op::WaitEmpty) => "`kevent_wait`",
             (Mech::Ring(_), _) => "`kevent_wait` + read the ring + `kevent_commit`",
@@ -177,7 +193,7 @@ impl Sockets {
         for (_, peer) in &ready {
             os::write1(peer.as_raw_fd());
         }
-        let idle = (0..2)
+        let idle = (0..3)
             .map(|_| os::socketpair())
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Sockets { ready, idle })
@@ -190,7 +206,13 @@ impl Sockets {
             Op::WaitOne => vec![self.ready[0].0.as_raw_fd()],
             Op::WaitMany => self.ready.iter().map(|p| p.0.as_raw_fd()).collect(),
             Op::AddRemove => vec![],
+            Op::Turn => vec![self.turn().0],
         }
+    }
+
+    /// The socket a level turn makes readable and drains: (watched, peer).
+    fn turn(&self) -> (RawFd, RawFd) {
+        (self.idle[2].0.as_raw_fd(), self.idle[2].1.as_raw_fd())
     }
 
     /// The socket ADD + REMOVE adds and removes.
@@ -288,6 +310,13 @@ impl Fixture {
         };
         match self {
             Fixture::Epoll { ep, buf } => match op {
+                Op::Turn => {
+                    let (fd, peer) = s.turn();
+                    os::write1(peer);
+                    assert_eq!(os::epoll_wait(ep.as_raw_fd(), buf, 0), 1, "epoll_wait");
+                    os::read1(fd);
+                    assert_eq!(os::epoll_wait(ep.as_raw_fd(), buf, 0), 0, "epoll_wait");
+                }
                 Op::AddRemove => {
                     let fd = s.churn();
                     let e = ep.as_raw_fd();
@@ -323,6 +352,13 @@ impl Fixture {
                 }
             },
             Fixture::Kevent { q, buf } => match (m, op) {
+                (_, Op::Turn) => {
+                    let (fd, peer) = s.turn();
+                    os::write1(peer);
+                    assert_eq!(q.get_events(1, buf, &zero), Ok(1), "kevent_get_events");
+                    os::read1(fd);
+                    assert_eq!(q.get_events(1, buf, &zero), Ok(0), "kevent_get_events");
+                }
                 (_, Op::AddRemove) => {
                     let mut one = [socket_kevent(s.churn())];
                     assert_eq!(q.ctl(KEVENT_CTL_ADD, &mut one), Ok(0), "kevent ADD");
