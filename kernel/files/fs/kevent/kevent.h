@@ -351,8 +351,53 @@ long kevent_wait_ring(struct kevent_queue *q, int fd, unsigned int num,
 int kevent_queue_setup(void);
 int kevent_fd_setup(void);
 long kevent_commit_ring(struct kevent_queue *q, u32 new_uidx, u32 over);
-int kevent_commit_rule(u32 n, u32 kidx, u32 uidx, u32 over, u32 new_uidx,
-		       u32 cover, u32 *released, u32 *uidx_out, u32 *over_out);
+
+/**
+ * kevent_commit_rule - the commit rule of D13, as arithmetic
+ * @n: ring size
+ * @kidx: producer index
+ * @uidx: consumer index
+ * @over: wrap counter
+ * @new_uidx: the committer's index, one past the last slot consumed
+ * @cover: the ring_over the committer read
+ * @released: slots released (0: a stale commit)
+ * @uidx_out: the consumer index afterwards
+ * @over_out: the wrap counter afterwards
+ *
+ * @new_uidx names the one position among the @n that end at the producer;
+ * only a position after @uidx releases anything. @kidx and @uidx are below
+ * @n (the queue keeps its own indices so; ring.c checks the ring_uidx it
+ * reads), and @new_uidx is checked here.
+ *
+ * Inline: both commits (queue.c, ring.c) run it once per call, and its
+ * nine arguments would otherwise travel through the stack.
+ *
+ * Return: 0, -EINVAL or -EOVERFLOW.
+ */
+static inline int kevent_commit_rule(u32 n, u32 kidx, u32 uidx, u32 over,
+				     u32 new_uidx, u32 cover, u32 *released,
+				     u32 *uidx_out, u32 *over_out)
+{
+	u32 used, back;
+
+	if (new_uidx >= n)
+		return -EINVAL;
+	if (cover != over && cover != over - 1)
+		return -EOVERFLOW;
+	/* Every index is below @n now: no division. */
+	used = kidx >= uidx ? kidx - uidx : n - uidx + kidx;
+	back = kidx >= new_uidx ? kidx - new_uidx : n - new_uidx + kidx;
+	*uidx_out = uidx;
+	*over_out = over;
+	*released = 0;
+	if (back >= used)
+		return 0;
+	*released = used - back;
+	*uidx_out = new_uidx;
+	if ((u64)uidx + *released >= n)
+		*over_out = over + 1;
+	return 0;
+}
 
 /* ring.c: the asynchronous ring (P38). */
 struct kevent_aring *kevent_aring_create(struct kevent_ring __user *ring,

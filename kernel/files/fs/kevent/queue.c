@@ -823,17 +823,31 @@ static u32 kevent_ring_free(struct kevent_queue *q)
 	return q->ring ? q->ring_n - 1 - kevent_ring_used(q) : 0;
 }
 
-/* Stores @ev in the next free slot; false when full or faulting. */
+/*
+ * Stores @ev in the next free slot; false when full or faulting. The slot
+ * is written in 8-byte stores inside one user access window (as
+ * kevent_put_record()), not through copy_to_user()'s out-of-line copy: it
+ * runs once per event a kevent_wait() moves.
+ */
 static bool kevent_ring_push(struct kevent_queue *q, const struct ukevent *ev)
 {
+	struct ukevent __user *slot;
+
 	if (q->aring)
 		return kevent_aring_push(q, ev);
 	if (!kevent_ring_free(q))
 		return false;
-	if (copy_to_user(&q->ring->event[q->kidx], ev, sizeof(*ev)))
+	slot = &q->ring->event[q->kidx];
+	if (!user_access_begin(slot, sizeof(*slot)))
 		return false;
+	unsafe_copy_to_user((void __user *)slot, (const void *)ev,
+			    sizeof(*slot), efault);
+	user_access_end();
 	q->kidx = q->kidx + 1 == q->ring_n ? 0 : q->kidx + 1;
 	return true;
+efault:
+	user_access_end();
+	return false;
 }
 
 static void kevent_ring_publish(struct kevent_queue *q)
@@ -847,46 +861,6 @@ static void kevent_ring_publish(struct kevent_queue *q)
 	smp_wmb();
 	if (put_user(q->kidx, &q->ring->ring_kidx))
 		pr_debug("kevent: ring_kidx not writable\n");
-}
-
-/**
- * kevent_commit_rule - the commit rule of D13, as arithmetic
- * @n: ring size
- * @kidx: producer index
- * @uidx: consumer index
- * @over: wrap counter
- * @new_uidx: the committer's index, one past the last slot consumed
- * @cover: the ring_over the committer read
- * @released: slots released (0: a stale commit)
- * @uidx_out: the consumer index afterwards
- * @over_out: the wrap counter afterwards
- *
- * @new_uidx names the one position among the @n that end at the producer;
- * only a position after @uidx releases anything.
- *
- * Return: 0, -EINVAL or -EOVERFLOW.
- */
-int kevent_commit_rule(u32 n, u32 kidx, u32 uidx, u32 over, u32 new_uidx,
-		       u32 cover, u32 *released, u32 *uidx_out, u32 *over_out)
-{
-	u32 used, back;
-
-	if (new_uidx >= n)
-		return -EINVAL;
-	if (cover != over && cover != over - 1)
-		return -EOVERFLOW;
-	used = ((u64)kidx + n - uidx) % n;
-	back = ((u64)kidx + n - new_uidx) % n;
-	*uidx_out = uidx;
-	*over_out = over;
-	*released = 0;
-	if (back >= used)
-		return 0;
-	*released = used - back;
-	*uidx_out = new_uidx;
-	if ((u64)uidx + *released >= n)
-		*over_out = over + 1;
-	return 0;
 }
 
 /* kevent_commit(): slots released (a u32), or -errno. q->mtx not held. */
