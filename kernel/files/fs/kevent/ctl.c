@@ -2,7 +2,8 @@
 /*
  * kevent_ctl(): ADD, REMOVE, MODIFY and READY, one entry at a time.
  *
- * Entries are read and written back one by one with copy_from_user() and
+ * Entries are read and written back one by one, each inside one user
+ * access window (kevent_ctl_read(), kevent_ctl_result()) or with
  * copy_to_user(): the kernel never allocates in proportion to @num. ADD
  * writes back, to the start of the array and in order, the entries that
  * were ready at once or failed, and returns how many; REMOVE and MODIFY
@@ -77,6 +78,50 @@ static int kevent_ready_data(struct kevent *k, __poll_t ready,
 	if (!k->ops->ready_data)
 		return 0;
 	return k->ops->ready_data(k, ready, data);
+}
+
+/*
+ * Reads one entry in five 8-byte loads, inline: copy_from_user() would
+ * call out and loop over the 40 bytes, once per entry.
+ */
+static __always_inline int kevent_ctl_read(struct ukevent *e,
+					   const struct ukevent __user *src)
+{
+	const u64 __user *from = (const u64 __user *)src;
+	u64 *to = (u64 *)e;
+	unsigned int j;
+
+	BUILD_BUG_ON(sizeof(*e) != 5 * sizeof(u64));
+	if (!user_access_begin(src, sizeof(*src)))
+		return -EFAULT;
+	for (j = 0; j < 5; j++)
+		unsafe_get_user(to[j], &from[j], efault);
+	user_access_end();
+	return 0;
+efault:
+	user_access_end();
+	return -EFAULT;
+}
+
+/*
+ * REMOVE and MODIFY write an entry back in place: only its results,
+ * ret_flags and ret_data, can differ from what the caller wrote.
+ */
+static __always_inline int kevent_ctl_result(struct ukevent __user *dst,
+					     const struct ukevent *e)
+{
+	if (!user_access_begin(dst, sizeof(*dst)))
+		return -EFAULT;
+	unsafe_put_user(e->ret_flags, &dst->ret_flags, efault);
+	/* Both words in one 8-byte store. */
+	unsafe_copy_to_user((void __user *)dst->ret_data,
+			    (const void *)e->ret_data, sizeof(dst->ret_data),
+			    efault);
+	user_access_end();
+	return 0;
+efault:
+	user_access_end();
+	return -EFAULT;
 }
 
 /* Entries processed under one hold of q->mtx. */
@@ -239,7 +284,7 @@ long kevent_ctl_entries(struct kevent_queue *q, unsigned int cmd,
 			cond_resched();
 			mutex_lock(&q->mtx);
 		}
-		if (copy_from_user(&e, &arg[i], sizeof(e))) {
+		if (kevent_ctl_read(&e, &arg[i])) {
 			ret = -EFAULT;
 			break;
 		}
@@ -279,7 +324,7 @@ long kevent_ctl_entries(struct kevent_queue *q, unsigned int cmd,
 			continue;
 		/* REMOVE and MODIFY in place; ADD and READY to the start. */
 		if (cmd == KEVENT_CTL_REMOVE || cmd == KEVENT_CTL_MODIFY) {
-			if (copy_to_user(&arg[i], &e, sizeof(e))) {
+			if (kevent_ctl_result(&arg[i], &e)) {
 				ret = -EFAULT;
 				break;
 			}
