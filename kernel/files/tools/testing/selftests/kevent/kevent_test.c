@@ -110,7 +110,7 @@ TEST(errno_bad_fd)
 
 TEST(errno_ctl)
 {
-	struct ukevent e[4], *page;
+	struct ukevent e[4], *page, *edge;
 	void *none;
 	int q, n, i;
 
@@ -134,6 +134,17 @@ TEST(errno_ctl)
 		page[i] = uk(KEVENT_UNOTIFY, 1000 + i, 0, 0);
 	EXPECT_EQ(-1, k_ctl(q, KEVENT_CTL_ADD, UINT_MAX, page));
 	EXPECT_TRUE(errno == EINVAL || errno == EFAULT);
+	/* An entry that runs into the guard page: EFAULT, and nothing of it done. */
+	edge = (struct ukevent *)((char *)page + 4096 - 16);
+	e[0] = uk(KEVENT_UNOTIFY, 41, 0, 0);
+	memcpy(edge, &e[0], 16);
+	EXPECT_ERRNO(EFAULT, k_ctl(q, KEVENT_CTL_ADD, 1, edge));
+	EXPECT_EQ(0, add1(q, e[0]));
+	/* MODIFY writes its entry back in place: into a read-only page, EFAULT. */
+	page[0] = e[0];
+	ASSERT_EQ(0, mprotect(page, 4096, PROT_READ));
+	EXPECT_ERRNO(EFAULT, k_ctl(q, KEVENT_CTL_MODIFY, 1, page));
+	EXPECT_EQ(0, remove1(q, e[0]));
 	munmap(page, 8192);
 	munmap(none, 4096);
 
