@@ -33,8 +33,6 @@
 
 pub mod mapping;
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
 use std::sync::Mutex;
@@ -42,6 +40,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use kevent_backend::Backend;
+use kevent_backend::hash::FdMap;
 use kevent_sys::{
     Errno, KEVENT_CTL_ADD, KEVENT_CTL_MODIFY, KEVENT_CTL_REMOVE, KEVENT_REQ_READY,
     KEVENT_RET_BROKEN, KEVENT_RET_DONE, kevent_ring, ring::RingView, ukevent,
@@ -88,40 +87,6 @@ thread_local! {
     /// Each thread's buffer for the ukevents of one wait (grown to the largest wait).
     static BUF: std::cell::RefCell<Vec<ukevent>> = const { std::cell::RefCell::new(Vec::new()) };
 }
-
-/// A hasher for maps keyed by file descriptors: one multiplication (Fibonacci hashing) per
-/// key instead of SipHash's rounds. The keys are the program's own small integers, not
-/// input an attacker chooses to collide, and the maps are looked up on every `epoll_ctl`
-/// and `epoll_wait` the shim serves.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FdHasher(u64);
-
-impl Hasher for FdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_i32(&mut self, n: i32) {
-        self.write_u64(u64::from(n as u32));
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-/// A map keyed by file descriptor, hashed with [`FdHasher`].
-pub type FdMap<V> = HashMap<RawFd, V, BuildHasherDefault<FdHasher>>;
 
 /// A fired or armed `EPOLLONESHOT` registration, as epoll keeps it.
 #[derive(Clone, Copy, Debug)]
@@ -579,30 +544,4 @@ fn timespec(d: Duration) -> libc::timespec {
 /// An epoll timeout in milliseconds (`epoll_wait`'s): negative waits without limit.
 pub fn timeout_ms(ms: i32) -> Option<Duration> {
     (ms >= 0).then(|| Duration::from_millis(ms as u64))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::hash::BuildHasher;
-
-    #[test]
-    fn fd_maps_keep_every_key_apart() {
-        let b = BuildHasherDefault::<FdHasher>::default();
-        // Neighbouring descriptors get different hashes, in their high bits too (hashbrown
-        // takes its control byte from the top seven).
-        let hashes: std::collections::HashSet<u64> = (0..4096).map(|fd| b.hash_one(fd)).collect();
-        assert_eq!(hashes.len(), 4096);
-        let tops: std::collections::HashSet<u64> =
-            (0..128).map(|fd| b.hash_one(fd) >> 57).collect();
-        assert!(tops.len() > 32, "{}", tops.len());
-        let mut m: FdMap<u32> = FdMap::default();
-        for fd in (-5..20000).step_by(7) {
-            m.insert(fd, fd as u32 ^ 0x55);
-        }
-        for fd in (-5..20000).step_by(7) {
-            assert_eq!(m.get(&fd), Some(&(fd as u32 ^ 0x55)));
-            assert_eq!(m.get(&(fd + 1)), None);
-        }
-    }
 }
