@@ -41,6 +41,7 @@
 #![allow(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod hash;
 mod uaccess;
 pub mod user;
 

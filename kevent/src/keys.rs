@@ -9,17 +9,22 @@
 //! the whole queue (issue 23, item 6). Each shard's map keeps its capacity when keys leave,
 //! so a steady state of ADD and REMOVE does not allocate.
 //!
-//! Keys are hashed with [`KeyHash`] (a seeded folded multiplication), not SipHash: an ADD
-//! and its REMOVE hashed a key seven times, about 2,400 of the ~3,000 instructions the safe
-//! API added to each connection's ADD and REMOVE (issue 21, measured with callgrind).
+//! Keys are hashed with [`SeededHash`] (`kevent_backend::hash`: a folded multiplication
+//! from a seed drawn per queue), not SipHash: an ADD and its REMOVE hashed a key seven
+//! times, about 2,400 of the ~3,000 instructions the safe API added to each connection's ADD
+//! and REMOVE (issue 21, measured with callgrind). A key is a type and an id the program
+//! chose itself (an fd number, a timer interval, a user id), so the maps need spread, not
+//! SipHash's resistance to chosen collisions; the per-queue seed still keeps one process's
+//! keys from colliding the same way in every queue.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher, RandomState};
+use std::hash::BuildHasher;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use kevent_backend::Backend;
+use kevent_backend::hash::SeededHash;
 use kevent_sys::{KEVENT_CTL_REMOVE, KEVENT_SIGNAL, ukevent};
 
 use crate::event::Key;
@@ -27,81 +32,14 @@ use crate::event::Key;
 /// How many independently locked shards.
 pub(crate) const SHARDS: usize = 64;
 
-/// The odd 64-bit constant of [`KeyHasher`]'s multiplication (2^64 divided by the golden
-/// ratio): every input bit reaches the middle bits of the 128-bit product.
-const MULTIPLIER: u64 = 0x9e37_79b9_7f4a_7c15;
-
-/// Builds [`KeyHasher`]s with one queue's seed.
-///
-/// A key is a type and an id the program chose itself (an fd number, a timer interval, a
-/// user id), so the maps need spread, not SipHash's resistance to chosen collisions; the
-/// per-queue random seed still keeps one process's keys from colliding the same way in
-/// every queue.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct KeyHash {
-    seed: u64,
-}
-
-impl KeyHash {
-    /// A random seed (one SipHash per queue).
-    fn new() -> KeyHash {
-        KeyHash {
-            seed: RandomState::new().hash_one(MULTIPLIER),
-        }
-    }
-}
-
-impl BuildHasher for KeyHash {
-    type Hasher = KeyHasher;
-
-    fn build_hasher(&self) -> KeyHasher {
-        KeyHasher(self.seed)
-    }
-}
-
-/// One folded multiplication per word written: the state xor the word, times
-/// [`MULTIPLIER`], the product's halves xored together. A [`Key`] writes two words (its
-/// type, its id).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct KeyHasher(u64);
-
-impl KeyHasher {
-    fn mix(&mut self, word: u64) {
-        let p = u128::from(self.0 ^ word) * u128::from(MULTIPLIER);
-        self.0 = (p as u64) ^ ((p >> 64) as u64);
-    }
-}
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.mix(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.mix(u64::from(n));
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.mix(n);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 /// One shard: the current owner (generation) of each of its keys.
 #[derive(Debug)]
 pub(crate) struct Shard {
-    owner: HashMap<Key, u64, KeyHash>,
+    owner: HashMap<Key, u64, SeededHash>,
 }
 
 impl Shard {
-    fn new(hash: KeyHash) -> Shard {
+    fn new(hash: SeededHash) -> Shard {
         Shard {
             owner: HashMap::with_hasher(hash),
         }
@@ -137,7 +75,7 @@ impl Shard {
 /// `docs/decisions.md`).
 pub(crate) struct Keys {
     shards: [Mutex<Shard>; SHARDS],
-    hash: KeyHash,
+    hash: SeededHash,
     next_gen: AtomicU64,
     backend: Backend,
     /// The queue fd for the signal cleanup; `None` once the fd was handed over.
@@ -146,7 +84,7 @@ pub(crate) struct Keys {
 
 impl Keys {
     pub(crate) fn new(backend: Backend, queue_fd: RawFd) -> Keys {
-        let hash = KeyHash::new();
+        let hash = SeededHash::new();
         Keys {
             shards: std::array::from_fn(|_| Mutex::new(Shard::new(hash))),
             hash,
@@ -162,7 +100,7 @@ impl Keys {
     }
 
     /// The hasher of this queue's key maps (and of a batch's duplicate check).
-    pub(crate) fn hash(&self) -> KeyHash {
+    pub(crate) fn hash(&self) -> SeededHash {
         self.hash
     }
 
@@ -230,7 +168,7 @@ mod tests {
 
     #[test]
     fn keys_track_the_newest_registration() {
-        let mut s = Shard::new(KeyHash::new());
+        let mut s = Shard::new(SeededHash::new());
         let key = Key::user(1);
         s.register(key, 1);
         s.register(key, 2);

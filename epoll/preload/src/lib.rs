@@ -46,7 +46,8 @@ use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
 use kevent_backend::Backend;
-use kevent_epoll::{Epoll, FdMap, MAX_BATCH, Options};
+use kevent_backend::hash::FdMap;
+use kevent_epoll::{Epoll, MAX_BATCH, Options};
 use kevent_sys::Errno;
 
 /// The instances this library created, by epoll fd.
