@@ -26,6 +26,7 @@
 #include <linux/anon_inodes.h>
 #include <linux/bsearch.h>
 #include <linux/capability.h>
+#include <linux/compat.h>
 #include <linux/fdtable.h>
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -777,33 +778,6 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 	return fd;
 }
 
-/**
- * kevent_queue_from - the queue behind a caller's fd, for its owner only
- * @f: the fd
- * @err: -EBADF (closed, or D11: another process's copy) or -EINVAL (not a
- *	queue) when NULL is returned
- *
- * Return: the queue, or NULL.
- */
-struct kevent_queue *kevent_queue_from(struct fd f, long *err)
-{
-	struct kevent_queue *q;
-
-	*err = -EBADF;
-	if (fd_empty(f))
-		return NULL;
-	*err = -EINVAL;
-	if (fd_file(f)->f_op != &kevent_fops)
-		return NULL;
-	q = fd_file(f)->private_data;
-	/* D11: a forked child (or an exec'ed image) shares nothing. */
-	*err = -EBADF;
-	if (q->mm != current->mm)
-		return NULL;
-	*err = 0;
-	return q;
-}
-
 /* ---------------------------------------------------------------------
  * The ring.
  */
@@ -1529,17 +1503,44 @@ static int kevent_sleep(struct kevent_waiter *w, struct kevent_deadline *d)
 	return ret;
 }
 
-static int kevent_get_deadline(const struct __kernel_timespec __user *uts,
-			       unsigned int flags, bool nonblock,
-			       struct kevent_deadline *d)
+/*
+ * The timeout, read as get_timespec64() reads it but inlined, with one
+ * user access window for both words: it runs once per call.
+ */
+static __always_inline int
+kevent_get_timespec(struct timespec64 *ts,
+		    const struct __kernel_timespec __user *uts)
 {
-	/* Filled by get_timespec64() before any use. */
+	s64 sec, nsec;
+
+	if (!user_read_access_begin(uts, sizeof(*uts)))
+		return -EFAULT;
+	unsafe_get_user(sec, &uts->tv_sec, efault);
+	unsafe_get_user(nsec, &uts->tv_nsec, efault);
+	user_read_access_end();
+	ts->tv_sec = sec;
+	/* A compat caller's tv_nsec has 32 bits of padding (get_timespec64()). */
+	if (in_compat_syscall())
+		nsec &= 0xFFFFFFFFUL;
+	ts->tv_nsec = nsec;
+	return 0;
+efault:
+	user_read_access_end();
+	return -EFAULT;
+}
+
+/* Inlined into kevent_collect(), its one caller. */
+static __always_inline int
+kevent_get_deadline(const struct __kernel_timespec __user *uts,
+		    unsigned int flags, bool nonblock, struct kevent_deadline *d)
+{
+	/* Filled by kevent_get_timespec() before any use. */
 	struct timespec64 ts __uninitialized;
 	ktime_t rel;
 
 	if (flags & ~KEVENT_FLAGS_ABSTIME)
 		return -EINVAL;
-	if (get_timespec64(&ts, uts))
+	if (kevent_get_timespec(&ts, uts))
 		return -EFAULT;
 	if (ts.tv_sec < 0 || ts.tv_nsec < 0 || ts.tv_nsec >= NSEC_PER_SEC)
 		return -EINVAL;
@@ -1589,18 +1590,20 @@ static bool kevent_fd_names(int fd, struct kevent_queue *q)
  * @want: wait until this many are delivered (D4)
  * @buf: get_events: the caller's buffer; NULL for kevent_wait
  * @max: entries of @buf, or events to move into the ring
- * @to_ring: kevent_wait
  * @old_uidx: kevent_wait: the consumer index the caller saw
  * @d: when to give up
  *
+ * Inlined into kevent_collect(), its one caller: one call and one frame
+ * per system call.
+ *
  * Return: events delivered, or -errno if none was.
  */
-static long kevent_collect_deadline(struct kevent_queue *q, int fd,
-				    unsigned int want,
-				    struct ukevent __user *buf,
-				    unsigned int max, bool to_ring,
-				    u32 old_uidx, struct kevent_deadline *d)
+static __always_inline long
+kevent_collect_deadline(struct kevent_queue *q, int fd, unsigned int want,
+			struct ukevent __user *buf, unsigned int max,
+			u32 old_uidx, struct kevent_deadline *d)
 {
+	const bool to_ring = !buf;
 	/*
 	 * The sink and the waiter are set field by field below, not zeroed
 	 * first (CONFIG_INIT_STACK_ALL_ZERO would, once per call); the
@@ -1727,9 +1730,24 @@ unlock:
 	return s.n ? s.n : err;
 }
 
+/**
+ * kevent_collect - kevent_get_events() and kevent_wait()
+ * @q: the queue
+ * @fd: the caller's fd of it
+ * @want: wait until this many are delivered (D4)
+ * @buf: get_events: the caller's buffer (not NULL); NULL: kevent_wait, into
+ *	the ring
+ * @max: entries of @buf, or events to move into the ring
+ * @old_uidx: kevent_wait: the consumer index the caller saw
+ * @uts: the timeout (D16)
+ * @flags: KEVENT_FLAGS_*
+ * @nonblock: the queue file is O_NONBLOCK
+ *
+ * Return: events delivered, or -errno if none was.
+ */
 long kevent_collect(struct kevent_queue *q, int fd, unsigned int want,
-		    struct ukevent __user *buf, unsigned int max,
-		    bool to_ring, const struct __kernel_timespec __user *uts,
+		    struct ukevent __user *buf, unsigned int max, u32 old_uidx,
+		    const struct __kernel_timespec __user *uts,
 		    unsigned int flags, bool nonblock)
 {
 	/* Set whole by kevent_get_deadline() before any use. */
@@ -1738,21 +1756,7 @@ long kevent_collect(struct kevent_queue *q, int fd, unsigned int want,
 
 	if (err)
 		return err;
-	return kevent_collect_deadline(q, fd, want, buf, max, to_ring, 0, &d);
-}
-
-long kevent_wait_ring(struct kevent_queue *q, int fd, unsigned int num,
-		      u32 old_uidx, const struct __kernel_timespec __user *uts,
-		      unsigned int flags, bool nonblock)
-{
-	/* Set whole by kevent_get_deadline() before any use. */
-	struct kevent_deadline d __uninitialized;
-	int err = kevent_get_deadline(uts, flags, nonblock, &d);
-
-	if (err)
-		return err;
-	return kevent_collect_deadline(q, fd, 1, NULL, num, true, old_uidx,
-				       &d);
+	return kevent_collect_deadline(q, fd, want, buf, max, old_uidx, &d);
 }
 
 int __init kevent_queue_setup(void)
