@@ -1616,6 +1616,20 @@ kevent_collect_deadline(struct kevent_queue *q, int fd, unsigned int want,
 	long err = 0;
 	int ret;
 
+	/*
+	 * A queue with nothing queued, nothing in a delivery's hand and no
+	 * READY(0) to consume, and a kevent_get_events() that will not sleep
+	 * (tested in this order: a call with something to do tests one word):
+	 * 0 without q->mtx, as epoll_wait() returns when
+	 * ep_events_available() says so. q->nready and q->nbusy change under
+	 * q->lock only; a producer that queued before this call (in any order
+	 * the caller can see) is counted. An asynchronous ring's queue takes
+	 * the locked path, which refuses get_events (P38); q->aring is set
+	 * when the queue is created and cleared only by its release.
+	 */
+	if (!READ_ONCE(q->nready) && !READ_ONCE(q->nbusy) &&
+	    !READ_ONCE(q->wake_pending) && !d->block && !to_ring && !q->aring)
+		return 0;
 	w.q = q;
 	w.need = 0;
 	w.wake_gen = 0;
@@ -1660,18 +1674,20 @@ kevent_collect_deadline(struct kevent_queue *q, int fd, unsigned int want,
 		}
 		if (!max)
 			goto unlock;
+		/*
+		 * Nothing queued, no READY(0) to consume and no sleep: nothing
+		 * to do. With q->mtx held no other call is delivering, so
+		 * every ready kevent is on q->ready, counted in q->nready.
+		 * (kevent_get_events() made this test before q->mtx.)
+		 */
+		if (!d->block && !READ_ONCE(q->nready) &&
+		    !READ_ONCE(q->wake_pending))
+			goto unlock;
 	} else if (q->aring) {
 		/* P38: its events are read from the ring. */
 		err = -EINVAL;
 		goto unlock;
 	}
-	/*
-	 * Nothing queued, no READY(0) to consume and no sleep: nothing to
-	 * do. With q->mtx held no other call is delivering, so every ready
-	 * kevent is on q->ready, counted in q->nready.
-	 */
-	if (!d->block && !READ_ONCE(q->nready) && !READ_ONCE(q->wake_pending))
-		goto unlock;
 	s.call = ++q->calls;
 	w.call = s.call;
 	s.remember = want > 1 && d->block;
