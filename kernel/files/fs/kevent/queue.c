@@ -969,6 +969,11 @@ static int kevent_sink_keep(struct kevent_sink *s)
 
 	if (!s->nchain)
 		return 0;
+	/* The call's first: nothing kept yet (kevent_collect_deadline()). */
+	if (!s->seen) {
+		s->nseen = 0;
+		s->cap = 0;
+	}
 	if (s->nseen + s->nchain > s->cap) {
 		/* A call delivers at most s->max kevents. */
 		cap = s->cap > s->max / 2 ? s->max : max(16U, s->cap * 2);
@@ -1425,10 +1430,11 @@ static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
 
 	s->fresh = 0;
 	spin_lock_irq(&q->lock);
-	if (list_empty(&w->hold) && s->chain) {
+	if (list_empty(&w->hold)) {
 		struct kevent *k;
 
 		/*
+		 * Off q->holders nothing counts in @own (kevent_own()): 0.
 		 * Its stamp is on what it delivered since it began (every
 		 * earlier sleep had nothing stamped, or it would have joined
 		 * then): the chain, when the call remembers; else it delivered
@@ -1438,9 +1444,11 @@ static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
 		 * until kevent_own() keeps it.
 		 */
 		w->own = 0;
-		for (k = s->chain; k; k = k->hand_next)
-			w->own += k->counted;
-		list_add(&w->hold, &q->holders);
+		if (s->chain) {
+			for (k = s->chain; k; k = k->hand_next)
+				w->own += k->counted;
+			list_add(&w->hold, &q->holders);
+		}
 	}
 	s->chain = NULL;
 	s->nchain = 0;
@@ -1606,9 +1614,10 @@ kevent_collect_deadline(struct kevent_queue *q, int fd, unsigned int want,
 	const bool to_ring = !buf;
 	/*
 	 * The sink and the waiter are set field by field below, not zeroed
-	 * first (CONFIG_INIT_STACK_ALL_ZERO would, once per call); the
-	 * waiter's entry and task are kevent_sleep()'s. A field added to either
-	 * must be set here too.
+	 * first (CONFIG_INIT_STACK_ALL_ZERO would, once per call), each where
+	 * it is first needed (the list after the fast return says where);
+	 * the waiter's entry and task are kevent_sleep()'s. A field added to
+	 * either must be set there too.
 	 */
 	struct kevent_sink s __uninitialized;
 	struct kevent_waiter w __uninitialized;
@@ -1630,30 +1639,26 @@ kevent_collect_deadline(struct kevent_queue *q, int fd, unsigned int want,
 	if (!READ_ONCE(q->nready) && !READ_ONCE(q->nbusy) &&
 	    !READ_ONCE(q->wake_pending) && !d->block && !to_ring && !q->aring)
 		return 0;
-	w.q = q;
-	w.need = 0;
-	w.wake_gen = 0;
-	w.flush_gen = 0;
-	w.call = 0;
+	/*
+	 * What every call reads. The rest is set where it is first needed:
+	 * the call's stamp and generations once it will scan, @w.q and
+	 * @w.need before each sleep, @w.own by kevent_hold() and @s.nseen
+	 * and @s.cap by kevent_sink_keep() (@s.seen NULL: nothing kept).
+	 */
 	w.posted = 0;
 	INIT_LIST_HEAD(&w.hold);
-	w.own = 0;
 	s.buf = buf;
 	s.max = max;
 	s.n = 0;
 	s.to_ring = to_ring;
 	s.ring_dirty = false;
-	s.call = 0;
 	INIT_LIST_HEAD(&s.requeue);
 	s.nrequeue = 0;
 	s.fresh = 0;
-	s.remember = false;
 	s.chain = NULL;
 	s.nchain = 0;
 	s.seen = NULL;
-	s.nseen = 0;
 	s.nsorted = 0;
-	s.cap = 0;
 	mutex_lock(&q->mtx);
 	if (q->aring)
 		kevent_aring_reap(q);
@@ -1704,6 +1709,7 @@ kevent_collect_deadline(struct kevent_queue *q, int fd, unsigned int want,
 		    !d->block)
 			break;
 		spin_unlock_irq(&q->lock);
+		w.q = q;
 		w.need = want - s.n;
 		err = kevent_sink_keep(&s);
 		if (err) {
