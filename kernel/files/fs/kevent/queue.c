@@ -1627,17 +1627,22 @@ kevent_collect_deadline(struct kevent_queue *q, int fd, unsigned int want,
 
 	/*
 	 * A queue with nothing queued, nothing in a delivery's hand and no
-	 * READY(0) to consume, and a kevent_get_events() that will not sleep
-	 * (tested in this order: a call with something to do tests one word):
-	 * 0 without q->mtx, as epoll_wait() returns when
-	 * ep_events_available() says so. q->nready and q->nbusy change under
-	 * q->lock only; a producer that queued before this call (in any order
-	 * the caller can see) is counted. An asynchronous ring's queue takes
-	 * the locked path, which refuses get_events (P38); q->aring is set
-	 * when the queue is created and cleared only by its release.
+	 * READY(0) to consume, and a call that will not sleep: 0 without
+	 * q->mtx, as epoll_wait() returns when ep_events_available() says so
+	 * (tested in this order: a call with something queued tests one
+	 * word, an asynchronous ring's two). q->nready and q->nbusy change
+	 * under q->lock only; a producer that queued before this call (in
+	 * any order the caller can see) is counted. kevent_wait() on a ring
+	 * returns 0 here too whatever its old_uidx (the locked path returns 0
+	 * for a stale one as well), but not on a missing or too small ring
+	 * (-EINVAL below). An asynchronous ring's queue takes the locked path
+	 * (P38: it reaps, refuses get_events and reads its own indices).
+	 * q->aring, q->ring and q->ring_n are set when the queue is created
+	 * and never change while a call runs.
 	 */
-	if (!READ_ONCE(q->nready) && !READ_ONCE(q->nbusy) &&
-	    !READ_ONCE(q->wake_pending) && !d->block && !to_ring && !q->aring)
+	if (!READ_ONCE(q->nready) && !q->aring && !READ_ONCE(q->nbusy) &&
+	    !READ_ONCE(q->wake_pending) && !d->block &&
+	    (!to_ring || (q->ring && max <= q->ring_n)))
 		return 0;
 	/*
 	 * What every call reads. The rest is set where it is first needed:
@@ -1683,7 +1688,8 @@ kevent_collect_deadline(struct kevent_queue *q, int fd, unsigned int want,
 		 * Nothing queued, no READY(0) to consume and no sleep: nothing
 		 * to do. With q->mtx held no other call is delivering, so
 		 * every ready kevent is on q->ready, counted in q->nready.
-		 * (kevent_get_events() made this test before q->mtx.)
+		 * (The test before q->mtx, for the asynchronous ring it
+		 * skipped and for a race with a producer.)
 		 */
 		if (!d->block && !READ_ONCE(q->nready) &&
 		    !READ_ONCE(q->wake_pending))
