@@ -677,6 +677,85 @@ fn summary_rows(
         .collect()
 }
 
+/// The `calls-rounds OP MECH ROUNDS` subcommand: `ROUNDS` calls of one kind on one mechanism
+/// alone, on the process's backend (`KEVENT_BACKEND`), as a workload to profile (in the guest
+/// `scripts/vm-lane run --icount --profile DIR`: the timed calls are the profile's window 0,
+/// after a warm-up of up to 100 calls, so `profile-symbols DIR 0:ROUNDS` gives instructions
+/// per call by kernel function). OP is a call kind's key as in `calls.json`
+/// (`wait_nothing_ready`, `wait_1_ready`, `wait_64_ready`, `add_remove`, `modify`,
+/// `level_turn`); MECH is `epoll`, `io_uring`, `kevent`, `ring` or `async-ring`. It prints one
+/// absolute figure, this run's ns per call, with no baseline: `kevent-bench calls` compares.
+pub fn rounds_command(args: &[String]) -> std::io::Result<u8> {
+    let usage = || {
+        eprintln!(
+            "usage: kevent-bench calls-rounds \
+             wait_nothing_ready|wait_1_ready|wait_64_ready|add_remove|modify|level_turn \
+             epoll|io_uring|kevent|ring|async-ring ROUNDS"
+        );
+        Ok(2)
+    };
+    let [op, mech, rounds] = args else {
+        return usage();
+    };
+    let Some(op) = OPS.into_iter().find(|o| o.key() == op.as_str()) else {
+        return usage();
+    };
+    let Ok(rounds) = rounds.parse::<u64>() else {
+        return usage();
+    };
+    let m = match mech.as_str() {
+        "epoll" => Mech::Epoll,
+        "io_uring" => Mech::Uring,
+        "kevent" => Mech::Kevent(0),
+        "ring" => Mech::Ring(0),
+        "async-ring" => Mech::AsyncRing(0),
+        _ => return usage(),
+    };
+    if !m.has(op) {
+        eprintln!("kevent-bench: {mech} has no call `{}`", op.key());
+        return Ok(2);
+    }
+    if m == Mech::Uring
+        && let Err(why) = Uring::probe()
+    {
+        eprintln!("kevent-bench: io_uring: {why}");
+        return Ok(1);
+    }
+    let backends = match Backend::current() {
+        Ok(b) => [b],
+        Err(e) => {
+            eprintln!("kevent-bench: {e}");
+            return Ok(1);
+        }
+    };
+    let s = Sockets::new()?;
+    let mut f = match Fixture::new(m, op, &s, &backends) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("kevent-bench: {e}");
+            return Ok(1);
+        }
+    };
+    // A warm-up outside the profile's window: the calls in it are the steady state only.
+    for _ in 0..rounds.min(100) {
+        f.once(m, op, &s);
+    }
+    let t = os::now_ns();
+    os::profile_mark::<1>();
+    for _ in 0..rounds {
+        f.once(m, op, &s);
+    }
+    os::profile_mark::<2>();
+    let ns = (os::now_ns() - t) as f64 / rounds.max(1) as f64;
+    println!(
+        "{rounds} calls of \"{}\" on {}: {ns:.1} ns per call \
+         (absolute: this run's wall time ÷ calls, no baseline)",
+        op.name(),
+        m.name(&backends),
+    );
+    Ok(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -704,5 +783,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `calls-rounds` runs a call kind alone (on the process's backend) and refuses what it
+    /// cannot run with its usage status.
+    #[test]
+    fn calls_rounds_runs_one_kind_and_refuses_the_rest() {
+        let run = |a: &[&str]| {
+            let args: Vec<String> = a.iter().map(|s| s.to_string()).collect();
+            rounds_command(&args).unwrap()
+        };
+        assert_eq!(run(&["level_turn", "epoll", "10"]), 0);
+        assert_eq!(run(&["wait_1_ready", "async-ring", "10"]), 0);
+        // The ring has no MODIFY; an unknown kind, mechanism or count is a usage error.
+        assert_eq!(run(&["modify", "ring", "10"]), 2);
+        assert_eq!(run(&["turn", "epoll", "10"]), 2);
+        assert_eq!(run(&["level_turn", "select", "10"]), 2);
+        assert_eq!(run(&["level_turn", "epoll", "ten"]), 2);
+        assert_eq!(run(&["level_turn", "epoll"]), 2);
     }
 }

@@ -80,6 +80,10 @@ subcommands:
   poller-rounds select|poll|epoll|io_uring|get_events|ring|ring-batched|c-get_events|c-ring N A ROUNDS
              ROUNDS poller rounds of one mechanism alone, on the process's backend (a workload
              to profile under callgrind or perf; prints its µs per round, no baseline)
+  calls-rounds OP epoll|io_uring|kevent|ring|async-ring ROUNDS
+             ROUNDS calls of one `calls` kind alone (OP: its key in calls.json, e.g.
+             level_turn), on the process's backend, its timed calls marked for
+             `scripts/vm-lane run --icount --profile` (prints ns per call, no baseline)
   timer-memory fallback|native N
              RSS growth in bytes of a fresh process that adds N timers to one queue (the
              probe behind the timers table's bytes/timer)
@@ -266,6 +270,7 @@ fn main() -> ExitCode {
         "loadgen" => http::loadgen::child_main(rest),
         "serve" => http::serve_command(rest),
         "poller-rounds" => poller::rounds_command(rest),
+        "calls-rounds" => calls::rounds_command(rest),
         "timer-memory" => timers::memory_child(rest).map(|()| 0),
         "deadlines" => deadlines::command(rest),
         "add-scaling" => scaling::command(rest),

@@ -15,7 +15,7 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 /// bench|run --profile` (its QEMU plugin, `scripts/vm-lane.d/profile.c`, counts the guest's
 /// instructions per block between the two): the 7-byte NOP `nopl 0x4b4556MM(%rax)`, which
 /// does nothing on any x86-64 CPU and is found by its bytes. The HTTP load generator marks
-/// its window, `poller-rounds` its timed rounds.
+/// its window, `poller-rounds` and `calls-rounds` their timed rounds.
 #[inline(always)]
 pub fn profile_mark<const M: u8>() {
     #[cfg(target_arch = "x86_64")]

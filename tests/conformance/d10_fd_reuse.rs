@@ -252,6 +252,52 @@ isolated_test! {
         drop(d);
     }
 
+    /// P75: D10 is checked for what would be reported. A level kevent delivered once and
+    /// still queued, whose fd is then closed (a duplicate keeps the file open), its number
+    /// given to a new file, and the old file drained, has nothing to report: the next waits
+    /// report nothing through it (natively its re-check used to report BROKEN here, while
+    /// the fallback, which hears of the old file only when epoll reports it, said nothing).
+    /// The new file's readiness is never reported through it; once the old file has data
+    /// again, natively the old registration is reported exactly once, as BROKEN|DONE -EBADF.
+    fn p75_stale_level_kevent_with_nothing_to_report_stays_silent(b) {
+        let q = Queue::new(b);
+        let (s, peer) = socketpair();
+        let x = s.as_raw_fd();
+        let mut old = on_fd(KEVENT_SOCKET, x, KEVENT_SOCKET_RECV, 0);
+        old.set_cookie(OLD);
+        q.add_ok(&[old]);
+        assert_eq!(write_fd(peer.as_raw_fd(), b"x"), 1);
+        let got = q.get(16, &ms(1000));
+        assert!(
+            got.len() == 1 && got[0].cookie() == OLD && got[0].ret_flags & KEVENT_RET_BROKEN == 0,
+            "the first delivery: {got:#?}"
+        );
+        // SAFETY: dup takes no pointer; the new fd is owned below.
+        let keep = owned(unsafe { libc::dup(x) }, "dup");
+        // The new pair is made while `x` is taken, so that neither end lands on it.
+        let (s2, peer2) = socketpair();
+        drop(s);
+        let s2 = onto(s2, x);
+        assert_eq!(drain(keep.as_raw_fd()), 1, "the old file's byte");
+        let quiet = collect(&q, Duration::from_millis(60));
+        assert!(quiet.is_empty(), "nothing to report, yet: {quiet:#?}");
+        // The new file's readiness is never the old registration's.
+        assert_eq!(write_fd(peer2.as_raw_fd(), b"y"), 1);
+        let quiet = collect(&q, Duration::from_millis(60));
+        assert!(quiet.is_empty(), "the new file reported: {quiet:#?}");
+        // The old file has data: natively, the old registration is reported, once, as
+        // BROKEN. The fallback's epoll still holds the old file through the duplicate and
+        // reports its readiness under the old id (the engine caveat in kevent-fallback's
+        // crate docs, `d10_closed_fd_with_a_live_duplicate`).
+        if b.is_native() {
+            assert_eq!(write_fd(peer.as_raw_fd(), b"z"), 1);
+            let all = collect(&q, Duration::from_millis(100));
+            check_old(&all);
+            assert_eq!(all.len(), 1, "the stale registration reported once: {all:#?}");
+        }
+        drop((keep, s2, peer2));
+    }
+
     /// D10 with a duplicate keeping the old file open: the old file's readiness is not
     /// reported through the registration whose fd was closed (reported at most once, as
     /// BROKEN), and the new file on that number is not either.

@@ -109,22 +109,32 @@ static __always_inline bool kevent_fd_current(struct kevent *k)
  * At delivery: what the file has now, as epoll reports it (a wake-up only
  * says "look again"). A READY mark without LAST_CHECK is delivered once even
  * when the file has nothing, with ret_data[0] == 0 (decision P6).
+ *
+ * D10 is checked only for what would be reported (decision P75): a look
+ * that finds nothing, the level re-check of a drained socket above all,
+ * reports nothing through any registration, so whether the fd still names
+ * the file cannot matter to it. The poll comes first and is safe either
+ * way: the registered file is alive while q->mtx is held (fd.c: Lifetime),
+ * and it is the registered file that is polled, never the fd's.
  */
 static __always_inline enum kevent_report
 kevent_fd_report_now(struct kevent *k, struct kevent_snap *snap, u32 data[2])
 {
 	enum kevent_report r;
 
-	if (!kevent_fd_current(k)) {
+	r = kevent_fd_classify(k, kevent_fd_poll_now(k, 1), data);
+	/* Skipping, classify wrote nothing: @data is still zero. */
+	if (r == KEVENT_SKIP) {
+		if (kevent_last_check(k) || !snap->marked)
+			return KEVENT_SKIP;
+		r = KEVENT_DELIVER;
+	}
+	if (unlikely(!kevent_fd_current(k))) {
+		data[0] = 0;
 		data[1] = (u32)-EBADF;
 		return KEVENT_BROKEN;
 	}
-	r = kevent_fd_classify(k, kevent_fd_poll_now(k, 1), data);
-	if (r != KEVENT_SKIP || kevent_last_check(k) || !snap->marked)
-		return r;
-	data[0] = 0;
-	data[1] = 0;
-	return KEVENT_DELIVER;
+	return r;
 }
 
 #endif /* _FS_KEVENT_FDPOLL_H */

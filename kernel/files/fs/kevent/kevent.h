@@ -94,7 +94,8 @@ enum kevent_slab {
  * @report: at delivery, what to report from @snap and the source now; it
  *	may add to @snap what it finds at delivery (TIMER: periods elapsed
  *	since its callback), so that a failed copy puts that back too.
- *	Process context, q->mtx held, q->lock not held.
+ *	@ret_data is zero on entry. Process context, q->mtx held, q->lock
+ *	not held.
  * @ready_data: state types: 1 if @ready (what arm() or modify() saw) is
  *	something to report, with its ret_data; 0 if not; -errno if the
  *	source is broken. NULL: never ready at ADD.
