@@ -33,6 +33,7 @@
 #include <linux/mutex.h>
 #include <linux/poll.h>
 #include <linux/rbtree.h>
+#include <linux/sched.h>
 #include <linux/refcount.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
@@ -335,19 +336,45 @@ static __always_inline void kevent_wake_pollers(struct kevent_queue *q,
 		__kevent_wake_pollers(q, nest);
 }
 
-struct kevent_queue *kevent_queue_from(struct fd f, long *err);
+/**
+ * kevent_queue_from - the queue behind a caller's fd, for its owner only
+ * @f: the fd
+ * @err: -EBADF (closed, or D11: another process's copy) or -EINVAL (not a
+ *	queue) when NULL is returned
+ *
+ * Inlined into each system call: it runs once per call.
+ *
+ * Return: the queue, or NULL.
+ */
+static __always_inline struct kevent_queue *kevent_queue_from(struct fd f,
+							      long *err)
+{
+	struct kevent_queue *q;
+
+	*err = -EBADF;
+	if (fd_empty(f))
+		return NULL;
+	*err = -EINVAL;
+	if (fd_file(f)->f_op != &kevent_fops)
+		return NULL;
+	q = fd_file(f)->private_data;
+	/* D11: a forked child (or an exec'ed image) shares nothing. */
+	*err = -EBADF;
+	if (q->mm != current->mm)
+		return NULL;
+	*err = 0;
+	return q;
+}
+
 void kevent_dequeue(struct kevent *k);
 void kevent_wake_waiters(struct kevent_queue *q);
 __poll_t kevent_queue_poll(struct file *file, poll_table *wait, int depth);
 long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 		   unsigned int flags);
 long kevent_collect(struct kevent_queue *q, int fd, unsigned int want,
-		    struct ukevent __user *buf, unsigned int max,
-		    bool to_ring, const struct __kernel_timespec __user *uts,
+		    struct ukevent __user *buf, unsigned int max, u32 old_uidx,
+		    const struct __kernel_timespec __user *uts,
 		    unsigned int flags, bool nonblock);
-long kevent_wait_ring(struct kevent_queue *q, int fd, unsigned int num,
-		      u32 old_uidx, const struct __kernel_timespec __user *uts,
-		      unsigned int flags, bool nonblock);
 int kevent_queue_setup(void);
 int kevent_fd_setup(void);
 long kevent_commit_ring(struct kevent_queue *q, u32 new_uidx, u32 over);

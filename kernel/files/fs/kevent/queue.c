@@ -26,6 +26,7 @@
 #include <linux/anon_inodes.h>
 #include <linux/bsearch.h>
 #include <linux/capability.h>
+#include <linux/compat.h>
 #include <linux/fdtable.h>
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -777,33 +778,6 @@ long kevent_create(struct kevent_ring __user *ring, unsigned int num,
 	return fd;
 }
 
-/**
- * kevent_queue_from - the queue behind a caller's fd, for its owner only
- * @f: the fd
- * @err: -EBADF (closed, or D11: another process's copy) or -EINVAL (not a
- *	queue) when NULL is returned
- *
- * Return: the queue, or NULL.
- */
-struct kevent_queue *kevent_queue_from(struct fd f, long *err)
-{
-	struct kevent_queue *q;
-
-	*err = -EBADF;
-	if (fd_empty(f))
-		return NULL;
-	*err = -EINVAL;
-	if (fd_file(f)->f_op != &kevent_fops)
-		return NULL;
-	q = fd_file(f)->private_data;
-	/* D11: a forked child (or an exec'ed image) shares nothing. */
-	*err = -EBADF;
-	if (q->mm != current->mm)
-		return NULL;
-	*err = 0;
-	return q;
-}
-
 /* ---------------------------------------------------------------------
  * The ring.
  */
@@ -969,6 +943,11 @@ static int kevent_sink_keep(struct kevent_sink *s)
 
 	if (!s->nchain)
 		return 0;
+	/* The call's first: nothing kept yet (kevent_collect_deadline()). */
+	if (!s->seen) {
+		s->nseen = 0;
+		s->cap = 0;
+	}
 	if (s->nseen + s->nchain > s->cap) {
 		/* A call delivers at most s->max kevents. */
 		cap = s->cap > s->max / 2 ? s->max : max(16U, s->cap * 2);
@@ -1425,10 +1404,11 @@ static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
 
 	s->fresh = 0;
 	spin_lock_irq(&q->lock);
-	if (list_empty(&w->hold) && s->chain) {
+	if (list_empty(&w->hold)) {
 		struct kevent *k;
 
 		/*
+		 * Off q->holders nothing counts in @own (kevent_own()): 0.
 		 * Its stamp is on what it delivered since it began (every
 		 * earlier sleep had nothing stamped, or it would have joined
 		 * then): the chain, when the call remembers; else it delivered
@@ -1438,9 +1418,11 @@ static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
 		 * until kevent_own() keeps it.
 		 */
 		w->own = 0;
-		for (k = s->chain; k; k = k->hand_next)
-			w->own += k->counted;
-		list_add(&w->hold, &q->holders);
+		if (s->chain) {
+			for (k = s->chain; k; k = k->hand_next)
+				w->own += k->counted;
+			list_add(&w->hold, &q->holders);
+		}
 	}
 	s->chain = NULL;
 	s->nchain = 0;
@@ -1503,17 +1485,44 @@ static int kevent_sleep(struct kevent_waiter *w, struct kevent_deadline *d)
 	return ret;
 }
 
-static int kevent_get_deadline(const struct __kernel_timespec __user *uts,
-			       unsigned int flags, bool nonblock,
-			       struct kevent_deadline *d)
+/*
+ * The timeout, read as get_timespec64() reads it but inlined, with one
+ * user access window for both words: it runs once per call.
+ */
+static __always_inline int
+kevent_get_timespec(struct timespec64 *ts,
+		    const struct __kernel_timespec __user *uts)
 {
-	/* Filled by get_timespec64() before any use. */
+	s64 sec, nsec;
+
+	if (!user_read_access_begin(uts, sizeof(*uts)))
+		return -EFAULT;
+	unsafe_get_user(sec, &uts->tv_sec, efault);
+	unsafe_get_user(nsec, &uts->tv_nsec, efault);
+	user_read_access_end();
+	ts->tv_sec = sec;
+	/* A compat caller's tv_nsec has 32 bits of padding (get_timespec64()). */
+	if (in_compat_syscall())
+		nsec &= 0xFFFFFFFFUL;
+	ts->tv_nsec = nsec;
+	return 0;
+efault:
+	user_read_access_end();
+	return -EFAULT;
+}
+
+/* Inlined into kevent_collect(), its one caller. */
+static __always_inline int
+kevent_get_deadline(const struct __kernel_timespec __user *uts,
+		    unsigned int flags, bool nonblock, struct kevent_deadline *d)
+{
+	/* Filled by kevent_get_timespec() before any use. */
 	struct timespec64 ts __uninitialized;
 	ktime_t rel;
 
 	if (flags & ~KEVENT_FLAGS_ABSTIME)
 		return -EINVAL;
-	if (get_timespec64(&ts, uts))
+	if (kevent_get_timespec(&ts, uts))
 		return -EFAULT;
 	if (ts.tv_sec < 0 || ts.tv_nsec < 0 || ts.tv_nsec >= NSEC_PER_SEC)
 		return -EINVAL;
@@ -1563,23 +1572,26 @@ static bool kevent_fd_names(int fd, struct kevent_queue *q)
  * @want: wait until this many are delivered (D4)
  * @buf: get_events: the caller's buffer; NULL for kevent_wait
  * @max: entries of @buf, or events to move into the ring
- * @to_ring: kevent_wait
  * @old_uidx: kevent_wait: the consumer index the caller saw
  * @d: when to give up
  *
+ * Inlined into kevent_collect(), its one caller: one call and one frame
+ * per system call.
+ *
  * Return: events delivered, or -errno if none was.
  */
-static long kevent_collect_deadline(struct kevent_queue *q, int fd,
-				    unsigned int want,
-				    struct ukevent __user *buf,
-				    unsigned int max, bool to_ring,
-				    u32 old_uidx, struct kevent_deadline *d)
+static __always_inline long
+kevent_collect_deadline(struct kevent_queue *q, int fd, unsigned int want,
+			struct ukevent __user *buf, unsigned int max,
+			u32 old_uidx, struct kevent_deadline *d)
 {
+	const bool to_ring = !buf;
 	/*
 	 * The sink and the waiter are set field by field below, not zeroed
-	 * first (CONFIG_INIT_STACK_ALL_ZERO would, once per call); the
-	 * waiter's entry and task are kevent_sleep()'s. A field added to either
-	 * must be set here too.
+	 * first (CONFIG_INIT_STACK_ALL_ZERO would, once per call), each where
+	 * it is first needed (the list after the fast return says where);
+	 * the waiter's entry and task are kevent_sleep()'s. A field added to
+	 * either must be set there too.
 	 */
 	struct kevent_sink s __uninitialized;
 	struct kevent_waiter w __uninitialized;
@@ -1587,30 +1599,45 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 	long err = 0;
 	int ret;
 
-	w.q = q;
-	w.need = 0;
-	w.wake_gen = 0;
-	w.flush_gen = 0;
-	w.call = 0;
+	/*
+	 * A queue with nothing queued, nothing in a delivery's hand and no
+	 * READY(0) to consume, and a call that will not sleep: 0 without
+	 * q->mtx, as epoll_wait() returns when ep_events_available() says so
+	 * (tested in this order: a call with something queued tests one
+	 * word, an asynchronous ring's two). q->nready and q->nbusy change
+	 * under q->lock only; a producer that queued before this call (in
+	 * any order the caller can see) is counted. kevent_wait() on a ring
+	 * returns 0 here too whatever its old_uidx (the locked path returns 0
+	 * for a stale one as well), but not on a missing or too small ring
+	 * (-EINVAL below). An asynchronous ring's queue takes the locked path
+	 * (P38: it reaps, refuses get_events and reads its own indices).
+	 * q->aring, q->ring and q->ring_n are set when the queue is created
+	 * and never change while a call runs.
+	 */
+	if (!READ_ONCE(q->nready) && !q->aring && !READ_ONCE(q->nbusy) &&
+	    !READ_ONCE(q->wake_pending) && !d->block &&
+	    (!to_ring || (q->ring && max <= q->ring_n)))
+		return 0;
+	/*
+	 * What every call reads. The rest is set where it is first needed:
+	 * the call's stamp and generations once it will scan, @w.q and
+	 * @w.need before each sleep, @w.own by kevent_hold() and @s.nseen
+	 * and @s.cap by kevent_sink_keep() (@s.seen NULL: nothing kept).
+	 */
 	w.posted = 0;
 	INIT_LIST_HEAD(&w.hold);
-	w.own = 0;
 	s.buf = buf;
 	s.max = max;
 	s.n = 0;
 	s.to_ring = to_ring;
 	s.ring_dirty = false;
-	s.call = 0;
 	INIT_LIST_HEAD(&s.requeue);
 	s.nrequeue = 0;
 	s.fresh = 0;
-	s.remember = false;
 	s.chain = NULL;
 	s.nchain = 0;
 	s.seen = NULL;
-	s.nseen = 0;
 	s.nsorted = 0;
-	s.cap = 0;
 	mutex_lock(&q->mtx);
 	if (q->aring)
 		kevent_aring_reap(q);
@@ -1631,18 +1658,21 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		}
 		if (!max)
 			goto unlock;
+		/*
+		 * Nothing queued, no READY(0) to consume and no sleep: nothing
+		 * to do. With q->mtx held no other call is delivering, so
+		 * every ready kevent is on q->ready, counted in q->nready.
+		 * (The test before q->mtx, for the asynchronous ring it
+		 * skipped and for a race with a producer.)
+		 */
+		if (!d->block && !READ_ONCE(q->nready) &&
+		    !READ_ONCE(q->wake_pending))
+			goto unlock;
 	} else if (q->aring) {
 		/* P38: its events are read from the ring. */
 		err = -EINVAL;
 		goto unlock;
 	}
-	/*
-	 * Nothing queued, no READY(0) to consume and no sleep: nothing to
-	 * do. With q->mtx held no other call is delivering, so every ready
-	 * kevent is on q->ready, counted in q->nready.
-	 */
-	if (!d->block && !READ_ONCE(q->nready) && !READ_ONCE(q->wake_pending))
-		goto unlock;
 	s.call = ++q->calls;
 	w.call = s.call;
 	s.remember = want > 1 && d->block;
@@ -1659,6 +1689,7 @@ static long kevent_collect_deadline(struct kevent_queue *q, int fd,
 		    !d->block)
 			break;
 		spin_unlock_irq(&q->lock);
+		w.q = q;
 		w.need = want - s.n;
 		err = kevent_sink_keep(&s);
 		if (err) {
@@ -1701,9 +1732,24 @@ unlock:
 	return s.n ? s.n : err;
 }
 
+/**
+ * kevent_collect - kevent_get_events() and kevent_wait()
+ * @q: the queue
+ * @fd: the caller's fd of it
+ * @want: wait until this many are delivered (D4)
+ * @buf: get_events: the caller's buffer (not NULL); NULL: kevent_wait, into
+ *	the ring
+ * @max: entries of @buf, or events to move into the ring
+ * @old_uidx: kevent_wait: the consumer index the caller saw
+ * @uts: the timeout (D16)
+ * @flags: KEVENT_FLAGS_*
+ * @nonblock: the queue file is O_NONBLOCK
+ *
+ * Return: events delivered, or -errno if none was.
+ */
 long kevent_collect(struct kevent_queue *q, int fd, unsigned int want,
-		    struct ukevent __user *buf, unsigned int max,
-		    bool to_ring, const struct __kernel_timespec __user *uts,
+		    struct ukevent __user *buf, unsigned int max, u32 old_uidx,
+		    const struct __kernel_timespec __user *uts,
 		    unsigned int flags, bool nonblock)
 {
 	/* Set whole by kevent_get_deadline() before any use. */
@@ -1712,21 +1758,7 @@ long kevent_collect(struct kevent_queue *q, int fd, unsigned int want,
 
 	if (err)
 		return err;
-	return kevent_collect_deadline(q, fd, want, buf, max, to_ring, 0, &d);
-}
-
-long kevent_wait_ring(struct kevent_queue *q, int fd, unsigned int num,
-		      u32 old_uidx, const struct __kernel_timespec __user *uts,
-		      unsigned int flags, bool nonblock)
-{
-	/* Set whole by kevent_get_deadline() before any use. */
-	struct kevent_deadline d __uninitialized;
-	int err = kevent_get_deadline(uts, flags, nonblock, &d);
-
-	if (err)
-		return err;
-	return kevent_collect_deadline(q, fd, 1, NULL, num, true, old_uidx,
-				       &d);
+	return kevent_collect_deadline(q, fd, want, buf, max, old_uidx, &d);
 }
 
 int __init kevent_queue_setup(void)

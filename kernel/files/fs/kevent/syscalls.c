@@ -77,8 +77,8 @@ SYSCALL_DEFINE6(kevent_get_events, int, fd, unsigned int, min_nr,
 	 */
 	if (!buf)
 		return -EFAULT;
-	return kevent_collect(q, fd, max(min_nr, 1U), buf, max_nr, false,
-			      timeout, flags, kevent_nonblock(f));
+	return kevent_collect(q, fd, max(min_nr, 1U), buf, max_nr, 0, timeout,
+			      flags, kevent_nonblock(f));
 }
 
 SYSCALL_DEFINE5(kevent_wait, int, fd, unsigned int, num,
@@ -93,8 +93,9 @@ SYSCALL_DEFINE5(kevent_wait, int, fd, unsigned int, num,
 	q = kevent_queue_from(f, &err);
 	if (!q)
 		return err;
-	return kevent_wait_ring(q, fd, num, old_uidx, timeout, flags,
-				kevent_nonblock(f));
+	/* No buffer: into the ring. */
+	return kevent_collect(q, fd, 1, NULL, num, old_uidx, timeout, flags,
+			      kevent_nonblock(f));
 }
 
 SYSCALL_DEFINE3(kevent_commit, int, fd, unsigned int, new_uidx,
