@@ -115,7 +115,11 @@ static __always_inline bool kevent_fd_current(struct kevent *k)
  * reports nothing through any registration, so whether the fd still names
  * the file cannot matter to it. The poll comes first and is safe either
  * way: the registered file is alive while q->mtx is held (fd.c: Lifetime),
- * and it is the registered file that is polled, never the fd's.
+ * and it is the registered file that is polled, never the fd's. Each
+ * outcome tests D10 on its own path: the usual one (DELIVER) then pays one
+ * test and a call of the fd-table lookup, which -Os keeps out of line; a
+ * single test after the branches, with the lookup inline, measured 2
+ * instructions dearer per delivered event (calls-rounds wait_64_ready).
  */
 static __always_inline enum kevent_report
 kevent_fd_report_now(struct kevent *k, struct kevent_snap *snap, u32 data[2])
@@ -123,18 +127,21 @@ kevent_fd_report_now(struct kevent *k, struct kevent_snap *snap, u32 data[2])
 	enum kevent_report r;
 
 	r = kevent_fd_classify(k, kevent_fd_poll_now(k, 1), data);
-	/* Skipping, classify wrote nothing: @data is still zero. */
-	if (r == KEVENT_SKIP) {
+	if (likely(r == KEVENT_DELIVER)) {
+		if (likely(kevent_fd_current(k)))
+			return KEVENT_DELIVER;
+	} else if (r == KEVENT_SKIP) {
+		/* Skipping, classify wrote nothing: @data is still zero. */
 		if (kevent_last_check(k) || !snap->marked)
 			return KEVENT_SKIP;
-		r = KEVENT_DELIVER;
+		if (kevent_fd_current(k))
+			return KEVENT_DELIVER;
+	} else if (kevent_fd_current(k)) {
+		return r;
 	}
-	if (unlikely(!kevent_fd_current(k))) {
-		data[0] = 0;
-		data[1] = (u32)-EBADF;
-		return KEVENT_BROKEN;
-	}
-	return r;
+	data[0] = 0;
+	data[1] = (u32)-EBADF;
+	return KEVENT_BROKEN;
 }
 
 #endif /* _FS_KEVENT_FDPOLL_H */
