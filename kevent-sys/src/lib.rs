@@ -20,6 +20,7 @@ compile_error!(
     "kevent-sys: the kevent ABI exists on Linux only (a kevent kernel or the fallback over epoll)"
 );
 
+mod arch;
 pub mod detect;
 mod errno;
 mod key;

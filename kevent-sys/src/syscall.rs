@@ -5,8 +5,9 @@
 //! These are every native system call of the project: the backend dispatch
 //! (`kevent-backend`) calls them and nothing else issues a kevent or `timer_*` syscall.
 //!
-//! The five kevent calls are thin `unsafe` wrappers over `libc::syscall`: they decode the `-1`/`errno` result
-//! into [`Errno`] and do nothing else. They never pick a syscall number themselves; the caller
+//! The five kevent calls are thin `unsafe` wrappers over one raw system call each (the
+//! `syscall` instruction on x86_64, `crate::arch`): they decode the kernel's `-errno` result
+//! into [`Errno`] and do nothing else; they leave the thread's `errno` alone. They never pick a syscall number themselves; the caller
 //! passes the table that [`crate::detect`] proved (spec section 6) or, for a historic kernel the
 //! user vouched for with `KEVENT_BACKEND=native`, [`SyscallTable::from_header`]. Calling them
 //! with numbers of a kernel that did not advertise kevent runs whatever syscall owns that number
@@ -25,9 +26,9 @@
 //!
 //! # Arguments
 //!
-//! Every integer argument is widened to `c_long` explicitly before it is passed to the variadic
-//! `syscall(2)`: `u32` values are zero-extended and file descriptors sign-extended, so the
-//! upper half of each argument register is defined.
+//! Every integer argument is widened to `c_long` explicitly before it is passed: `u32` values
+//! are zero-extended and file descriptors sign-extended, so the upper half of each argument
+//! register is defined; pointers are passed as their address.
 
 use std::os::fd::RawFd;
 
@@ -85,13 +86,29 @@ impl SyscallTable {
     }
 }
 
-/// Turns the `-1`/`errno` convention of `syscall(2)` into a `Result`.
+/// Turns the kernel's result (the value, or `-errno` in `-4095..=-1`) into a `Result`: the
+/// one place that convention is read.
 fn decode(ret: c_long) -> Result<c_long, Errno> {
-    if ret == -1 {
-        Err(Errno::last())
+    if (-4095..0).contains(&ret) {
+        Err(Errno::from_raw(-ret as i32).unwrap_or(Errno::EINVAL))
     } else {
         Ok(ret)
     }
+}
+
+/// System call `nr` with up to six arguments, decoded.
+///
+/// # Safety
+///
+/// As [`crate::arch::syscall6`]: the call's effects are the caller's to prove.
+unsafe fn call(nr: c_long, a: [c_long; 6]) -> Result<c_long, Errno> {
+    // SAFETY: forwarded: the caller proves the call sound.
+    decode(unsafe { crate::arch::syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]) })
+}
+
+/// A pointer as a system call argument.
+fn ptr<T>(p: *const T) -> c_long {
+    p as usize as c_long
 }
 
 /// `kevent_init(ring, num, flags)`—Creates a queue and returns its fd (close-on-exec).
@@ -120,8 +137,8 @@ pub unsafe fn kevent_init(
     // SAFETY: `t.init` is the kernel's kevent_init (caller contract). The kernel reads and
     // writes `ring` (null, or `ring_bytes(num)` bytes the caller keeps alive for the queue's
     // lifetime); no other user memory is touched.
-    let ret = unsafe { libc::syscall(t.init, ring, num as c_long, flags as c_long) };
-    decode(ret).map(|fd| fd as RawFd)
+    let r = unsafe { call(t.init, [ptr(ring), num as c_long, flags as c_long, 0, 0, 0]) };
+    r.map(|fd| fd as RawFd)
 }
 
 /// `kevent_ctl(fd, cmd, num, arg)`—Adds, removes, modifies or marks ready `num` kevents.
@@ -146,8 +163,13 @@ pub unsafe fn kevent_ctl(
     // SAFETY: `t.ctl` is the kernel's kevent_ctl (caller contract). The kernel reads and writes
     // `num` ukevents at `arg`, which the caller keeps valid for this call, and no other user
     // memory except the queue's ring (kept alive per the kevent_init contract).
-    let ret = unsafe { libc::syscall(t.ctl, fd as c_long, cmd as c_long, num as c_long, arg) };
-    decode(ret).map(|n| n as u32)
+    let r = unsafe {
+        call(
+            t.ctl,
+            [fd as c_long, cmd as c_long, num as c_long, ptr(arg), 0, 0],
+        )
+    };
+    r.map(|n| n as u32)
 }
 
 /// `kevent_get_events(fd, min_nr, max_nr, timeout, buf, flags)`—Waits for ready kevents and
@@ -179,18 +201,20 @@ pub unsafe fn kevent_get_events(
     // reads `*timeout` (borrowed for this call), writes up to `max_nr` ukevents to `buf` (valid
     // for the call per the caller contract) and may write the queue's ring (kevent_init
     // contract); nothing else.
-    let ret = unsafe {
-        libc::syscall(
+    let r = unsafe {
+        call(
             t.get_events,
-            fd as c_long,
-            min_nr as c_long,
-            max_nr as c_long,
-            timeout,
-            buf,
-            flags as c_long,
+            [
+                fd as c_long,
+                min_nr as c_long,
+                max_nr as c_long,
+                ptr(timeout),
+                ptr(buf),
+                flags as c_long,
+            ],
         )
     };
-    decode(ret).map(|n| n as u32)
+    r.map(|n| n as u32)
 }
 
 /// `kevent_wait(fd, num, old_uidx, timeout, flags)`—Waits, then moves up to `num` ready
@@ -216,17 +240,20 @@ pub unsafe fn kevent_wait(
     // SAFETY: `t.wait` is the kernel's kevent_wait (caller contract). The kernel reads
     // `*timeout` (borrowed for this call) and writes only the queue's ring, which the caller
     // keeps alive and unaliased per the kevent_init contract.
-    let ret = unsafe {
-        libc::syscall(
+    let r = unsafe {
+        call(
             t.wait,
-            fd as c_long,
-            num as c_long,
-            old_uidx as c_long,
-            timeout,
-            flags as c_long,
+            [
+                fd as c_long,
+                num as c_long,
+                old_uidx as c_long,
+                ptr(timeout),
+                flags as c_long,
+                0,
+            ],
         )
     };
-    decode(ret).map(|n| n as u32)
+    r.map(|n| n as u32)
 }
 
 /// `kevent_commit(fd, new_uidx, over)`—Releases ring slots up to `new_uidx`.
@@ -246,8 +273,13 @@ pub unsafe fn kevent_commit(
 ) -> Result<u32, Errno> {
     // SAFETY: `t.commit` is the kernel's kevent_commit (caller contract). The only user memory
     // it writes is the queue's `ring_over`, kept alive per the kevent_init contract.
-    let ret = unsafe { libc::syscall(t.commit, fd as c_long, new_uidx as c_long, over as c_long) };
-    decode(ret).map(|n| n as u32)
+    let r = unsafe {
+        call(
+            t.commit,
+            [fd as c_long, new_uidx as c_long, over as c_long, 0, 0, 0],
+        )
+    };
+    r.map(|n| n as u32)
 }
 
 /// `kevent_aio_sendfile(fd, sock_fd, in_fd, offset, count)`—Starts sending `count` bytes of
@@ -283,17 +315,20 @@ pub unsafe fn kevent_aio_sendfile(
     // SAFETY: `nr` is the kernel's kevent_aio_sendfile (caller contract). The call takes
     // integers only and touches no user memory. The u64 arguments are passed whole (x86_64:
     // one register each).
-    let ret = unsafe {
-        libc::syscall(
+    let r = unsafe {
+        call(
             nr,
-            fd as c_long,
-            sock_fd as c_long,
-            in_fd as c_long,
-            offset as c_long,
-            count as c_long,
+            [
+                fd as c_long,
+                sock_fd as c_long,
+                in_fd as c_long,
+                offset as c_long,
+                count as c_long,
+                0,
+            ],
         )
     };
-    decode(ret).map(|id| id as u64)
+    r.map(|id| id as u64)
 }
 
 /// `timer_create(clock, sev)`—The kernel's `timer_create(2)`, which a kevent kernel extends
@@ -317,8 +352,13 @@ pub fn timer_create(clock: libc::clockid_t, sev: &libc::sigevent) -> Result<i32,
     let id_ptr: *mut libc::c_int = &mut id;
     // SAFETY: timer_create(2) reads one `struct sigevent` from `sev` (a reference, valid for
     // the call) and writes one int to `id_ptr` (a local); no other user memory.
-    let ret = unsafe { libc::syscall(libc::SYS_timer_create, clock, sev, id_ptr) };
-    decode(ret).map(|_| id)
+    let r = unsafe {
+        call(
+            libc::SYS_timer_create,
+            [c_long::from(clock), ptr(sev), ptr(id_ptr), 0, 0, 0],
+        )
+    };
+    r.map(|_| id)
 }
 
 /// `timer_settime(id, flags, new, old)`—The kernel's `timer_settime(2)`: arms (or, with a
@@ -341,8 +381,20 @@ pub fn timer_settime(
     // SAFETY: timer_settime(2) reads one itimerspec from `new` (a reference) and, when `old`
     // is non-null, writes one to it (an exclusive reference); both are valid for the call. The
     // id is only a number: the kernel checks it.
-    let ret = unsafe { libc::syscall(libc::SYS_timer_settime, id, flags, new, old) };
-    decode(ret).map(drop)
+    let r = unsafe {
+        call(
+            libc::SYS_timer_settime,
+            [
+                c_long::from(id),
+                c_long::from(flags),
+                ptr(new),
+                ptr(old),
+                0,
+                0,
+            ],
+        )
+    };
+    r.map(drop)
 }
 
 /// `timer_gettime(id)`—The kernel's `timer_gettime(2)`: the time to the next expiry and the
@@ -362,8 +414,13 @@ pub fn timer_gettime(id: i32) -> Result<libc::itimerspec, Errno> {
     };
     let cur_ptr: *mut libc::itimerspec = &mut cur;
     // SAFETY: timer_gettime(2) writes one itimerspec to `cur_ptr`, a local.
-    let ret = unsafe { libc::syscall(libc::SYS_timer_gettime, id, cur_ptr) };
-    decode(ret).map(|_| cur)
+    let r = unsafe {
+        call(
+            libc::SYS_timer_gettime,
+            [c_long::from(id), ptr(cur_ptr), 0, 0, 0, 0],
+        )
+    };
+    r.map(|_| cur)
 }
 
 /// `timer_delete(id)`—The kernel's `timer_delete(2)`: no expiry of timer `id` is reported
@@ -374,8 +431,8 @@ pub fn timer_gettime(id: i32) -> Result<libc::itimerspec, Errno> {
 /// `EINVAL` for an unknown id.
 pub fn timer_delete(id: i32) -> Result<(), Errno> {
     // SAFETY: timer_delete(2) takes only a number and touches no user memory.
-    let ret = unsafe { libc::syscall(libc::SYS_timer_delete, id) };
-    decode(ret).map(drop)
+    let r = unsafe { call(libc::SYS_timer_delete, [c_long::from(id), 0, 0, 0, 0, 0]) };
+    r.map(drop)
 }
 
 #[cfg(test)]
@@ -391,11 +448,24 @@ mod tests {
     }
 
     #[test]
-    fn decode_maps_minus_one_to_errno() {
+    fn decode_maps_minus_errno_to_errno() {
         assert_eq!(decode(5), Ok(5));
-        // SAFETY: `close(-1)` touches no memory and fails with EBADF, setting errno.
-        let r = unsafe { libc::close(-1) };
-        assert_eq!(decode(r as c_long), Err(Errno::EBADF));
+        assert_eq!(decode(0), Ok(0));
+        assert_eq!(decode(-(libc::EBADF as c_long)), Err(Errno::EBADF));
+        assert_eq!(decode(-4095), Err(Errno::from_raw(4095).unwrap()));
+        // Below -4095 is a value (an address, say), not an error.
+        assert_eq!(decode(-4096), Ok(-4096));
+        // The raw call itself: `close(-1)` touches no memory and answers -EBADF, leaving
+        // errno as it was.
+        Errno::EAGAIN.set_last();
+        // SAFETY: close(2) of -1 takes a number only.
+        let r = unsafe { call(libc::SYS_close, [-1, 0, 0, 0, 0, 0]) };
+        assert_eq!(r, Err(Errno::EBADF));
+        assert_eq!(Errno::last(), Errno::EAGAIN);
+        // SAFETY: getpid(2) takes nothing and touches no memory.
+        let pid = unsafe { call(libc::SYS_getpid, [0; 6]) };
+        // SAFETY: getpid(3) has no preconditions.
+        assert_eq!(pid, Ok(c_long::from(unsafe { libc::getpid() })));
     }
 
     /// D18 / section 6: a kernel that advertised five numbers has no native AIO; the call
