@@ -92,7 +92,7 @@ static __always_inline int kevent_ctl_read(struct ukevent *e,
 	unsigned int j;
 
 	BUILD_BUG_ON(sizeof(*e) != 5 * sizeof(u64));
-	if (!user_access_begin(src, sizeof(*src)))
+	if (!kevent_user_access_begin(&from, sizeof(*src)))
 		return -EFAULT;
 	for (j = 0; j < 5; j++)
 		unsafe_get_user(to[j], &from[j], efault);
@@ -110,7 +110,7 @@ efault:
 static __always_inline int kevent_ctl_result(struct ukevent __user *dst,
 					     const struct ukevent *e)
 {
-	if (!user_access_begin(dst, sizeof(*dst)))
+	if (!kevent_user_access_begin(&dst, sizeof(*dst)))
 		return -EFAULT;
 	unsafe_put_user(e->ret_flags, &dst->ret_flags, efault);
 	/* Both words in one 8-byte store. */

@@ -45,6 +45,7 @@
 #include <linux/kevent.h>
 #include "kevent.h"
 #include "fdpoll.h"
+#include "notify.h"
 
 /* One wait queue entry of a kevent on one of its file's wait queue heads. */
 struct kevent_pwq {
@@ -138,9 +139,15 @@ static int kevent_fd_wake(wait_queue_entry_t *wait, unsigned int mode,
 	/* No key: some sources do not say; the re-poll at delivery decides. */
 	if (events && !(events & READ_ONCE(k->fd.mask)))
 		return 0;
-	/* What the key names: an asynchronous ring may post it (P38). */
-	kevent_notify_bits(k, (__force u32)(events & READ_ONCE(k->fd.mask)),
-			   k->fd.target ? 1 : 0);
+	/*
+	 * What the key names: an asynchronous ring may post it (P38). Inlined
+	 * (notify.h): the wake-up is one function, as ep_poll_callback(). @k
+	 * is read after q->lock is dropped: it cannot go while its head's lock
+	 * is held (kevent_fd_unhook() takes it).
+	 */
+	if (__kevent_notify(k, 0, (__force u32)(events & READ_ONCE(k->fd.mask)),
+			    false))
+		kevent_wake_pollers(k->q, k->fd.target ? 1 : 0);
 	return 0;
 }
 

@@ -21,8 +21,9 @@
 int kevent_fd_sock_error(struct kevent *k);
 
 /*
- * What @rev (already masked) means for this kevent (spec section 5).
- * Inlined: once per delivered fd kevent.
+ * What @rev (already masked) means for this kevent (spec section 5). Unless
+ * it says KEVENT_SKIP it writes both words of @data (the delivery loop does
+ * not zero them first). Inlined: once per delivered fd kevent.
  */
 static __always_inline enum kevent_report
 kevent_fd_classify(struct kevent *k, __poll_t rev, u32 data[2])
@@ -32,6 +33,7 @@ kevent_fd_classify(struct kevent *k, __poll_t rev, u32 data[2])
 	switch (k->uk.type) {
 	case KEVENT_SOCKET:
 		if (rev & EPOLLERR) {
+			data[0] = 0;
 			data[1] = (u32)kevent_fd_sock_error(k);
 			return KEVENT_BROKEN;
 		}
@@ -41,6 +43,7 @@ kevent_fd_classify(struct kevent *k, __poll_t rev, u32 data[2])
 		if (rev & EPOLLOUT)
 			ready |= event & KEVENT_SOCKET_SEND;
 		if (!ready && (rev & EPOLLHUP)) {
+			data[0] = 0;
 			data[1] = (u32)-EPIPE;
 			return KEVENT_BROKEN;
 		}
@@ -51,6 +54,7 @@ kevent_fd_classify(struct kevent *k, __poll_t rev, u32 data[2])
 		if (rev & EPOLLOUT)
 			ready |= event & KEVENT_SOCKET_SEND;
 		if (!ready && (rev & (EPOLLHUP | EPOLLERR))) {
+			data[0] = 0;
 			data[1] = (u32)-EPIPE;
 			return KEVENT_BROKEN;
 		}
@@ -62,6 +66,7 @@ kevent_fd_classify(struct kevent *k, __poll_t rev, u32 data[2])
 	if (!ready)
 		return KEVENT_SKIP;
 	data[0] = ready;
+	data[1] = 0;
 	return KEVENT_DELIVER;
 }
 
@@ -120,20 +125,25 @@ static __always_inline bool kevent_fd_current(struct kevent *k)
  * test and a call of the fd-table lookup, which -Os keeps out of line; a
  * single test after the branches, with the lookup inline, measured 2
  * instructions dearer per delivered event (calls-rounds wait_64_ready).
+ * Unless it returns KEVENT_SKIP it writes both words of @data.
  */
 static __always_inline enum kevent_report
 kevent_fd_report_now(struct kevent *k, struct kevent_snap *snap, u32 data[2])
 {
+	__poll_t rev = kevent_fd_poll_now(k, 1);
 	enum kevent_report r;
 
-	r = kevent_fd_classify(k, kevent_fd_poll_now(k, 1), data);
+	/* Nothing (a drained level socket): no type has anything to say. */
+	r = likely(rev) ? kevent_fd_classify(k, rev, data) : KEVENT_SKIP;
 	if (likely(r == KEVENT_DELIVER)) {
 		if (likely(kevent_fd_current(k)))
 			return KEVENT_DELIVER;
 	} else if (r == KEVENT_SKIP) {
-		/* Skipping, classify wrote nothing: @data is still zero. */
 		if (kevent_last_check(k) || !snap->marked)
 			return KEVENT_SKIP;
+		/* The READY mark alone (P6): nothing to report. */
+		data[0] = 0;
+		data[1] = 0;
 		if (kevent_fd_current(k))
 			return KEVENT_DELIVER;
 	} else if (kevent_fd_current(k)) {

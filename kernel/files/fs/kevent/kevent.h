@@ -37,6 +37,7 @@
 #include <linux/refcount.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
+#include <linux/uaccess.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 #include <linux/ukevent.h>
@@ -313,6 +314,26 @@ void kevent_notify_bits(struct kevent *k, u32 bits, int nest);
 bool kevent_notify_locked(struct kevent *k, const struct kevent_snap *add);
 void kevent_wake_locked(struct kevent_queue *q, bool all);
 void __kevent_wake_pollers(struct kevent_queue *q, int nest);
+
+/*
+ * user_access_begin() for the few dozen bytes of a record or a timeout,
+ * accessed from the start of *@pptr: where the architecture can, the
+ * pointer is masked instead (an address above user space then faults), with
+ * no test and no speculation barrier, as pselect6() reads its argument
+ * pack. Paired with user_access_end(). Return: false if the pointer is
+ * refused; *@pptr may be replaced by its masked value.
+ */
+#define kevent_user_access_begin(pptr, len)				\
+({									\
+	__auto_type __pp = (pptr);					\
+	bool __ok = true;						\
+									\
+	if (can_do_masked_user_access())				\
+		*__pp = masked_user_access_begin(*__pp);		\
+	else								\
+		__ok = user_access_begin(*__pp, (len));			\
+	__ok;								\
+})
 
 /**
  * kevent_wake_pollers - wake ->poll() waiters of a queue, if there are any

@@ -44,6 +44,7 @@
 
 #include "kevent.h"
 #include "fdpoll.h"
+#include "notify.h"
 
 static struct kmem_cache *kevent_caches[KEVENT_NR_SLABS] __ro_after_init;
 
@@ -278,7 +279,7 @@ static bool kevent_waiter_done(const struct kevent_waiter *w)
 }
 
 /* @k, counted in q->nready, joins (@d = 1) or leaves (-1) its call's own. */
-static void kevent_own(struct kevent_queue *q, struct kevent *k, int d)
+void kevent_own(struct kevent_queue *q, struct kevent *k, int d)
 {
 	struct kevent_waiter *w;
 
@@ -292,31 +293,6 @@ static void kevent_own(struct kevent_queue *q, struct kevent *k, int d)
 			w->own--;
 		return;
 	}
-}
-
-/*
- * Whether a waiter asleep holds its own: only then do the three below call
- * kevent_own(). Read once per hold of q->lock by the delivery loops (q->holders
- * changes only under it), not once per kevent.
- */
-static __always_inline bool kevent_owners(const struct kevent_queue *q)
-{
-	lockdep_assert_held(&q->lock);
-	return !list_empty(&q->holders);
-}
-
-/*
- * @k, just put on a ready list or batch, counts in q->nready; @owners is
- * kevent_owners(). Inlined, as kevent_stamp(): once per delivered kevent,
- * usually with no waiter asleep.
- */
-static __always_inline void kevent_count(struct kevent_queue *q,
-					 struct kevent *k, bool owners)
-{
-	k->counted = true;
-	q->nready++;
-	if (owners)
-		kevent_own(q, k, 1);
 }
 
 /* @k is now the call @call's: it counts toward that call's own. */
@@ -334,11 +310,16 @@ static __always_inline void kevent_stamp(struct kevent_queue *q,
 	k->stamp = call;
 }
 
-/* @k, queued and counted, leaves its list and q->nready. */
+/*
+ * @k, queued and counted, leaves its list and q->nready. The unlink is
+ * list_del_init() in its parts, which -Os inlines: it calls list_del_init()
+ * and __list_del_entry() (once per drained level kevent).
+ */
 static __always_inline void kevent_uncount(struct kevent_queue *q,
 					   struct kevent *k, bool owners)
 {
-	list_del_init(&k->link);
+	__list_del(k->link.prev, k->link.next);
+	INIT_LIST_HEAD(&k->link);
 	k->counted = false;
 	q->nready--;
 	if (owners)
@@ -432,73 +413,6 @@ void kevent_wake_locked(struct kevent_queue *q, bool all)
 	}
 }
 
-/*
- * What kevent_notify(), kevent_notify_bits() and kevent_notify_locked() do
- * under q->lock, inlined into each: kevent_notify_bits() is every fd
- * kevent's wake-up, so a source's wake-up reaches the waiter's through
- * kevent_fd_wake() and one call. The snapshot comes by value, so that
- * kevent_notify_bits()'s constant parts fold away; only an asynchronous
- * ring's producer needs it in memory.
- */
-static __always_inline bool __kevent_notify_locked(struct kevent *k,
-						   u32 pending, u32 bits,
-						   bool marked)
-{
-	struct kevent_queue *q = k->q;
-
-	lockdep_assert_held(&q->lock);
-	if (unlikely(k->dead))
-		return false;
-	/*
-	 * An asynchronous ring: posted as it occurs if it can be (ring.c),
-	 * unless events queued earlier, or one in a delivery's hand, would
-	 * enter the ring after it (P40: the ring keeps their order).
-	 */
-	if (q->aring && !q->nready && !q->nbusy && list_empty(&k->link)) {
-		const struct kevent_snap add = {
-			.pending = pending,
-			.bits = bits,
-			.marked = marked,
-		};
-
-		if (kevent_aring_post(k, &add))
-			return true;
-	}
-	if (pending)
-		k->pending = k->pending + pending < k->pending ?
-			     U32_MAX : k->pending + pending;
-	k->bits |= bits;
-	if (marked)
-		k->marked = true;
-	if (!list_empty(&k->link)) {
-		/* Queued, or a level kevent in a delivery's hand. */
-		k->merged = true;
-		return false;
-	}
-	list_add_tail(&k->link, &q->ready);
-	kevent_count(q, k, kevent_owners(q));
-	/* Pairs with the waiter's check under q->lock: no lost wake. */
-	if (!list_empty(&q->waiters))
-		kevent_wake_locked(q, READ_ONCE(k->uk.req_flags) &
-				      KEVENT_REQ_WAKEUP_ALL);
-	return true;
-}
-
-/* kevent_notify() and kevent_notify_bits(), inlined into both. */
-static __always_inline void __kevent_notify(struct kevent *k, u32 pending,
-					    u32 bits, bool marked, int nest)
-{
-	struct kevent_queue *q = k->q;
-	unsigned long flags;
-	bool newly;
-
-	spin_lock_irqsave(&q->lock, flags);
-	newly = __kevent_notify_locked(k, pending, bits, marked);
-	spin_unlock_irqrestore(&q->lock, flags);
-	if (newly)
-		kevent_wake_pollers(q, nest);
-}
-
 /**
  * kevent_notify - a source reports readiness or an occurrence
  * @k: the kevent
@@ -510,7 +424,11 @@ static __always_inline void __kevent_notify(struct kevent *k, u32 pending,
  */
 void kevent_notify(struct kevent *k, const struct kevent_snap *add, int nest)
 {
-	__kevent_notify(k, add->pending, add->bits, add->marked, nest);
+	/* Read first: once q->lock is dropped, @k may be delivered and go. */
+	struct kevent_queue *q = k->q;
+
+	if (__kevent_notify(k, add->pending, add->bits, add->marked))
+		kevent_wake_pollers(q, nest);
 }
 
 /*
@@ -520,7 +438,10 @@ void kevent_notify(struct kevent *k, const struct kevent_snap *add, int nest)
  */
 void kevent_notify_bits(struct kevent *k, u32 bits, int nest)
 {
-	__kevent_notify(k, 0, bits, false, nest);
+	struct kevent_queue *q = k->q;
+
+	if (__kevent_notify(k, 0, bits, false))
+		kevent_wake_pollers(q, nest);
 }
 
 /*
@@ -812,7 +733,7 @@ static bool kevent_ring_push(struct kevent_queue *q, const struct ukevent *ev)
 	if (!kevent_ring_free(q))
 		return false;
 	slot = &q->ring->event[q->kidx];
-	if (!user_access_begin(slot, sizeof(*slot)))
+	if (!kevent_user_access_begin(&slot, sizeof(*slot)))
 		return false;
 	unsafe_copy_to_user((void __user *)slot, (const void *)ev,
 			    sizeof(*slot), efault);
@@ -920,14 +841,24 @@ static noinline bool kevent_seen(const struct kevent_sink *s,
 		       kevent_ptr_cmp);
 }
 
-/* @slept: kevent_take_from()'s; without it the call remembered nothing. */
+/*
+ * @slept: kevent_take_from()'s. Without it nothing taken can have been
+ * delivered by this call: such a call has not slept since it delivered
+ * anything (a call sleeps again only short of its target, and one that may
+ * do so after a delivery remembers it, which makes @slept true), so it
+ * scans once after its last delivery, and a scan takes each kevent on its
+ * list once (what it delivers goes to s->requeue or off every list, never
+ * back on the list it takes from). So the usual call tests no stamp.
+ */
 static __always_inline bool kevent_delivered(struct kevent_sink *s,
 					     struct kevent *k, bool slept)
 {
+	if (!slept)
+		return false;
 	if (k->stamp == s->call)
 		return true;
 	/* Out of line: only a call that slept has remembered any. */
-	return slept && s->nsorted && kevent_seen(s, k);
+	return s->nsorted && kevent_seen(s, k);
 }
 
 /*
@@ -1029,7 +960,7 @@ static __always_inline int kevent_put_record(struct ukevent __user *dst,
 					     const struct kevent *k, u32 flags,
 					     const u32 data[2])
 {
-	if (!user_access_begin(dst, sizeof(*dst)))
+	if (!kevent_user_access_begin(&dst, sizeof(*dst)))
 		return -EFAULT;
 	/* id, type, event, req_flags: as registered. */
 	unsafe_copy_to_user((void __user *)dst, (const void *)&k->uk,
@@ -1061,16 +992,20 @@ static __always_inline int kevent_deliver_one(struct kevent_queue *q,
 					      struct kevent *k,
 					      struct kevent_sink *s)
 {
-	u32 data[2] = { 0, 0 };
+	/* Written by an fd kevent's report unless it skips: not zeroed first. */
+	u32 data[2] __uninitialized;
 	enum kevent_report r;
 	bool unregister;
 	u32 flags;
 
 	/* fd kevents, the common case: their report inlined (fdpoll.h). */
-	if (likely(k->ops == &kevent_fd_ops))
+	if (likely(k->ops == &kevent_fd_ops)) {
 		r = kevent_fd_report_now(k, &k->hand, data);
-	else
+	} else {
+		data[0] = 0;
+		data[1] = 0;
 		r = k->ops->report(k, &k->hand, data);
+	}
 	if (r == KEVENT_SKIP)
 		return 0;
 	flags = r == KEVENT_BROKEN ? KEVENT_RET_BROKEN : 0;
@@ -1159,18 +1094,23 @@ kevent_take_from(struct kevent_queue *q, struct kevent_sink *s,
 	struct list_head *pos = rest->next, *next;
 	/* kevent_owners(q), or nothing to own it: kevent_own() finds none. */
 	const bool owners = slept;
+	/* In a register: the loop's stores through @k could alias @s. */
+	const u64 call = s->call;
+	/* Without @slept every entry looked at is taken: one count. */
+	const unsigned int limit = slept ? room :
+				   min(room, KEVENT_SCAN_STEPS);
 	unsigned int steps, taken = 0, again = 0;
 	LIST_HEAD(stay);
 
-	for (steps = 0; taken < room && steps < KEVENT_SCAN_STEPS; steps++) {
-		if (pos == rest)
+	for (steps = 0; taken < limit; steps++) {
+		if (pos == rest || (slept && steps == KEVENT_SCAN_STEPS))
 			break;
 		k = list_entry(pos, struct kevent, link);
 		next = pos->next;
 		pos = next;
 		if (kevent_delivered(s, k, slept)) {
 			/* Delivered by this call already: stays counted. */
-			kevent_stamp(q, k, s->call, owners);
+			kevent_stamp(q, k, call, owners);
 			again++;
 			continue;
 		}
@@ -1183,13 +1123,13 @@ kevent_take_from(struct kevent_queue *q, struct kevent_sink *s,
 			k->marked = false;
 			k->merged = false;
 			if (!owners)
-				k->stamp = s->call;
+				k->stamp = call;
 			again++;
 		} else {
 			/* On a copy of q->ready, so counted. */
 			kevent_uncount(q, k, owners);
 			if (!owners)
-				k->stamp = s->call;
+				k->stamp = call;
 			k->hand.pending = k->pending;
 			k->hand.bits = k->bits;
 			k->hand.marked = k->marked;
@@ -1207,7 +1147,7 @@ kevent_take_from(struct kevent_queue *q, struct kevent_sink *s,
 	list_splice_tail(&stay, &s->requeue);
 	s->nrequeue += again;
 	*n = taken;
-	*full = steps == KEVENT_SCAN_STEPS;
+	*full = (slept ? steps : taken) == KEVENT_SCAN_STEPS;
 	return hand;
 }
 
@@ -1254,7 +1194,7 @@ static __always_inline int kevent_scan(struct kevent_queue *q,
 	for (;;) {
 		struct kevent *hand, *kept = NULL, **tail = &kept, *k, *next;
 		struct kevent *idle = NULL, **itail = &idle;
-		unsigned int n, nkept;
+		unsigned int n, nkept, nidle;
 		bool full, owners;
 
 		hand = kevent_take(q, s, &rest, kevent_sink_room(q, s), &n,
@@ -1313,14 +1253,16 @@ static __always_inline int kevent_scan(struct kevent_queue *q,
 		 * what had nothing to report loses the stamp the take gave it
 		 * (with one, the take left every stamp as it was).
 		 */
+		nidle = 0;
 		for (next = idle; next; next = next->hand_next) {
 			if (kevent_level(next) && !next->merged) {
 				kevent_uncount(q, next, owners);
-				s->nrequeue--;
+				nidle++;
 			}
 			if (!owners)
 				next->stamp = 0;
 		}
+		s->nrequeue -= nidle;
 		if (err < 0) {
 			LIST_HEAD(back);
 
@@ -1495,11 +1437,11 @@ kevent_get_timespec(struct timespec64 *ts,
 {
 	s64 sec, nsec;
 
-	if (!user_read_access_begin(uts, sizeof(*uts)))
+	if (!kevent_user_access_begin(&uts, sizeof(*uts)))
 		return -EFAULT;
 	unsafe_get_user(sec, &uts->tv_sec, efault);
 	unsafe_get_user(nsec, &uts->tv_nsec, efault);
-	user_read_access_end();
+	user_access_end();
 	ts->tv_sec = sec;
 	/* A compat caller's tv_nsec has 32 bits of padding (get_timespec64()). */
 	if (in_compat_syscall())
@@ -1507,7 +1449,7 @@ kevent_get_timespec(struct timespec64 *ts,
 	ts->tv_nsec = nsec;
 	return 0;
 efault:
-	user_read_access_end();
+	user_access_end();
 	return -EFAULT;
 }
 
