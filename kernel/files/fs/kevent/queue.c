@@ -816,6 +816,14 @@ struct kevent_sink {
 	 * stamps).
 	 */
 	bool remember;
+	/*
+	 * What a batch delivers and keeps is chained (s->chain) and counted
+	 * (s->fresh) only for a call that remembers or a sleeper's own
+	 * (kevent_scan()). Any other call cannot sleep after a delivery (only
+	 * one short of a target above 1 does, and it blocks: it remembers),
+	 * so s->fresh, which only kevent_hold() reads, stays 0 for it.
+	 */
+	bool track;
 	struct kevent *chain;
 	unsigned int nchain;
 	struct kevent **seen;
@@ -1170,6 +1178,32 @@ kevent_take(struct kevent_queue *q, struct kevent_sink *s,
 }
 
 /*
+ * What a batch had nothing to report for (chained through k->hand_next): a
+ * level kevent leaves the queue, unless a source woke it since it was
+ * taken; with no sleeper (@owners: kevent_owners(), a constant in each of
+ * the two copies) each loses the stamp the take gave it (with one, the take
+ * left every stamp as it was). Context: q->lock held.
+ */
+static __always_inline void kevent_settle(struct kevent_queue *q,
+					  struct kevent_sink *s,
+					  struct kevent *idle,
+					  const bool owners)
+{
+	unsigned int gone = 0;
+	struct kevent *k;
+
+	for (k = idle; k; k = k->hand_next) {
+		if (kevent_level(k) && !k->merged) {
+			kevent_uncount(q, k, owners);
+			gone++;
+		}
+		if (!owners)
+			k->stamp = 0;
+	}
+	s->nrequeue -= gone;
+}
+
+/*
  * Delivers what is queued, oldest first, while the sink has room, a batch
  * at a time (kevent_take()): q->lock, held when it is called and when it
  * returns, is dropped only while a batch is delivered (->report() and the
@@ -1190,11 +1224,13 @@ static __always_inline int kevent_scan(struct kevent_queue *q,
 	int err = 0;
 
 	lockdep_assert_held(&q->lock);
+	/* Constant while the call holds q->mtx: read once per scan. */
+	s->track = s->remember || kevent_owners(q);
 	list_splice_init(&q->ready, &rest);
 	for (;;) {
 		struct kevent *hand, *kept = NULL, **tail = &kept, *k, *next;
 		struct kevent *idle = NULL, **itail = &idle;
-		unsigned int n, nkept, nidle;
+		unsigned int n, nkept;
 		bool full, owners;
 
 		hand = kevent_take(q, s, &rest, kevent_sink_room(q, s), &n,
@@ -1214,9 +1250,11 @@ static __always_inline int kevent_scan(struct kevent_queue *q,
 			if (err < 0)
 				break;
 			if (err == 2) {
-				*tail = k;
-				tail = &k->hand_next;
-				nkept++;
+				if (s->track) {
+					*tail = k;
+					tail = &k->hand_next;
+					nkept++;
+				}
 			} else if (!err) {
 				*itail = k;
 				itail = &k->hand_next;
@@ -1247,22 +1285,12 @@ static __always_inline int kevent_scan(struct kevent_queue *q,
 			s->chain = kept;
 			s->nchain += nkept;
 		}
-		/*
-		 * A level kevent with nothing to report leaves the queue,
-		 * unless a source woke it since it was taken; with no sleeper
-		 * what had nothing to report loses the stamp the take gave it
-		 * (with one, the take left every stamp as it was).
-		 */
-		nidle = 0;
-		for (next = idle; next; next = next->hand_next) {
-			if (kevent_level(next) && !next->merged) {
-				kevent_uncount(q, next, owners);
-				nidle++;
-			}
-			if (!owners)
-				next->stamp = 0;
+		if (idle) {
+			if (owners)
+				kevent_settle(q, s, idle, true);
+			else
+				kevent_settle(q, s, idle, false);
 		}
-		s->nrequeue -= nidle;
 		if (err < 0) {
 			LIST_HEAD(back);
 
