@@ -77,12 +77,19 @@ kevent_fd_classify(struct kevent *k, __poll_t rev, u32 data[2])
 static __always_inline __poll_t kevent_fd_poll(struct kevent *k,
 					       poll_table *pt, int depth)
 {
+	struct file *file = k->fd.file;
 	__poll_t rev;
 
+	/*
+	 * The file has a ->poll(): ADD checked (a socket's and a pipe's do,
+	 * kevent_fd_kind() tests any other), and a file's f_op does not
+	 * change. So it is called as vfs_poll() does, without vfs_poll()'s
+	 * test for a missing one (once per look at a queued fd kevent).
+	 */
 	if (k->fd.target)
-		rev = kevent_queue_poll(k->fd.file, pt, depth);
+		rev = kevent_queue_poll(file, pt, depth);
 	else
-		rev = vfs_poll(k->fd.file, pt);
+		rev = file->f_op->poll(file, pt);
 	return rev & READ_ONCE(k->fd.mask);
 }
 
