@@ -800,7 +800,6 @@ struct kevent_sink {
 	bool ring_dirty;
 	u64 call;
 	struct list_head requeue;	/* level kevents this call delivered */
-	unsigned int nrequeue;		/* on @requeue, counted in q->nready */
 	unsigned int fresh;		/* delivered since it last slept */
 	/*
 	 * A call that may sleep after a delivery remembers, with a reference,
@@ -947,7 +946,6 @@ static void kevent_restore(struct kevent_queue *q, struct kevent_sink *s,
 	if (kevent_level(k)) {
 		/* Still queued and counted on s->requeue (kevent_take()). */
 		list_move_tail(&k->link, back);
-		s->nrequeue--;
 		return;
 	}
 	k->pending = k->pending + snap->pending < k->pending ?
@@ -992,9 +990,10 @@ efault:
  * caller's loop, kevent_scan(): with the take inlined there too, -Os would
  * otherwise call it, once per delivered kevent.
  *
- * Return: 2 delivered and still registered, 1 delivered and unregistered
- * (@k may be gone), 0 nothing to deliver, -EFAULT, or -ENOSPC (an
- * asynchronous ring a producer filled meanwhile).
+ * Return: 2 delivered and still registered, 1 delivered and to be
+ * unregistered (ONESHOT, or BROKEN: the caller does it), 0 nothing to
+ * deliver, -EFAULT, or -ENOSPC (an asynchronous ring a producer filled
+ * meanwhile).
  */
 static __always_inline int kevent_deliver_one(struct kevent_queue *q,
 					      struct kevent *k,
@@ -1046,14 +1045,7 @@ static __always_inline int kevent_deliver_one(struct kevent_queue *q,
 		return -EFAULT;
 	}
 	s->n++;
-	if (unregister) {
-		/* A level kevent leaves s->requeue (kevent_take()). */
-		if (kevent_level(k))
-			s->nrequeue--;
-		kevent_unregister(k);
-		return 1;
-	}
-	return 2;
+	return unregister ? 1 : 2;
 }
 
 /* Entries a scan handles under one hold of q->lock, between reschedules. */
@@ -1107,7 +1099,7 @@ kevent_take_from(struct kevent_queue *q, struct kevent_sink *s,
 	/* Without @slept every entry looked at is taken: one count. */
 	const unsigned int limit = slept ? room :
 				   min(room, KEVENT_SCAN_STEPS);
-	unsigned int steps, taken = 0, again = 0;
+	unsigned int steps, taken = 0;
 	LIST_HEAD(stay);
 
 	for (steps = 0; taken < limit; steps++) {
@@ -1119,7 +1111,6 @@ kevent_take_from(struct kevent_queue *q, struct kevent_sink *s,
 		if (kevent_delivered(s, k, slept)) {
 			/* Delivered by this call already: stays counted. */
 			kevent_stamp(q, k, call, owners);
-			again++;
 			continue;
 		}
 		if (kevent_level(k)) {
@@ -1132,7 +1123,6 @@ kevent_take_from(struct kevent_queue *q, struct kevent_sink *s,
 			k->merged = false;
 			if (!owners)
 				k->stamp = call;
-			again++;
 		} else {
 			/* On a copy of q->ready, so counted. */
 			kevent_uncount(q, k, owners);
@@ -1153,7 +1143,6 @@ kevent_take_from(struct kevent_queue *q, struct kevent_sink *s,
 	/* What stays queued, all of @rest before @pos, in one piece. */
 	list_cut_before(&stay, rest, pos);
 	list_splice_tail(&stay, &s->requeue);
-	s->nrequeue += again;
 	*n = taken;
 	*full = (slept ? steps : taken) == KEVENT_SCAN_STEPS;
 	return hand;
@@ -1189,18 +1178,14 @@ static __always_inline void kevent_settle(struct kevent_queue *q,
 					  struct kevent *idle,
 					  const bool owners)
 {
-	unsigned int gone = 0;
 	struct kevent *k;
 
 	for (k = idle; k; k = k->hand_next) {
-		if (kevent_level(k) && !k->merged) {
+		if (kevent_level(k) && !k->merged)
 			kevent_uncount(q, k, owners);
-			gone++;
-		}
 		if (!owners)
 			k->stamp = 0;
 	}
-	s->nrequeue -= gone;
 }
 
 /*
@@ -1245,11 +1230,18 @@ static __always_inline int kevent_scan(struct kevent_queue *q,
 			cond_resched();
 		nkept = 0;
 		for (k = hand; k; k = next) {
-			next = k->hand_next;
 			err = kevent_deliver_one(q, k, s);
 			if (err < 0)
 				break;
-			if (err == 2) {
+			/*
+			 * Read after the delivery, not kept across it: only
+			 * what follows @k in a chain writes k->hand_next.
+			 */
+			next = k->hand_next;
+			if (err == 1) {
+				/* A level one leaves s->requeue too. */
+				kevent_unregister(k);
+			} else if (err == 2) {
 				if (s->track) {
 					*tail = k;
 					tail = &k->hand_next;
@@ -1314,17 +1306,15 @@ static __always_inline int kevent_scan(struct kevent_queue *q,
 /*
  * The level kevents this call delivered (and those it skipped as delivered
  * already), counted as they were put aside, go back on q->ready; returns
- * how many. Context: q->lock held.
+ * whether there were any. Context: q->lock held.
  */
-static unsigned int kevent_requeue(struct kevent_queue *q,
-				   struct kevent_sink *s)
+static bool kevent_requeue(struct kevent_queue *q, struct kevent_sink *s)
 {
-	unsigned int n = s->nrequeue;
-
 	lockdep_assert_held(&q->lock);
+	if (list_empty(&s->requeue))
+		return false;
 	list_splice_tail_init(&s->requeue, &q->ready);
-	s->nrequeue = 0;
-	return n;
+	return true;
 }
 
 /*
@@ -1335,10 +1325,10 @@ static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s,
 			  struct kevent_waiter *w)
 	__releases(&q->lock)
 {
-	unsigned int n;
+	bool requeued;
 
 	lockdep_assert_held(&q->lock);
-	n = kevent_requeue(q, s);
+	requeued = kevent_requeue(q, s);
 	/* Only a call that slept joined q->holders. */
 	if (!list_empty(&w->hold))
 		list_del_init(&w->hold);
@@ -1351,7 +1341,7 @@ static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s,
 	 * A ->poll() that ran meanwhile did not see them (the test inlined:
 	 * once per call, usually with nobody polling the queue).
 	 */
-	if (n)
+	if (requeued)
 		kevent_wake_pollers(q, 0);
 	if (s->ring_dirty)
 		kevent_ring_publish(q);
@@ -1369,7 +1359,7 @@ static void kevent_finish(struct kevent_queue *q, struct kevent_sink *s,
 static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
 			struct kevent_waiter *w)
 {
-	unsigned int n;
+	bool requeued;
 	bool wake = s->fresh;
 
 	s->fresh = 0;
@@ -1396,12 +1386,12 @@ static void kevent_hold(struct kevent_queue *q, struct kevent_sink *s,
 	}
 	s->chain = NULL;
 	s->nchain = 0;
-	n = kevent_requeue(q, s);
+	requeued = kevent_requeue(q, s);
 	/* Under q->lock, as every waiter's check: no lost wake. */
-	if (n && wake && !list_empty(&q->waiters))
+	if (requeued && wake && !list_empty(&q->waiters))
 		kevent_wake_locked(q, false);
 	spin_unlock_irq(&q->lock);
-	if (n)
+	if (requeued)
 		kevent_wake_pollers(q, 0);
 }
 
@@ -1602,7 +1592,6 @@ kevent_collect_deadline(struct kevent_queue *q, int fd, unsigned int want,
 	s.to_ring = to_ring;
 	s.ring_dirty = false;
 	INIT_LIST_HEAD(&s.requeue);
-	s.nrequeue = 0;
 	s.fresh = 0;
 	s.chain = NULL;
 	s.nchain = 0;
