@@ -99,6 +99,18 @@ static __poll_t kevent_fd_mask(u32 type, u32 event)
 	return mask;
 }
 
+/*
+ * ADD and MODIFY: the kevent's mask, which is also the key of its own poll
+ * table (what a look asks ->poll() for, as epoll asks for an item's events).
+ */
+static void kevent_fd_set_mask(struct kevent *k)
+{
+	__poll_t mask = kevent_fd_mask(k->uk.type, k->uk.event);
+
+	WRITE_ONCE(k->fd.mask, mask);
+	WRITE_ONCE(k->fd.look._key, mask);
+}
+
 /* A socket's pending error as -errno, for kevent_fd_classify(). */
 int kevent_fd_sock_error(struct kevent *k)
 {
@@ -272,7 +284,8 @@ static int kevent_fd_arm(struct kevent *k, __poll_t *ready)
 		return err;
 	k->fd.file = file;
 	k->fd.fd = fd;
-	k->fd.mask = kevent_fd_mask(k->uk.type, k->uk.event);
+	init_poll_funcptr(&k->fd.look, NULL);
+	kevent_fd_set_mask(k);
 	k->level = !(k->uk.req_flags & KEVENT_REQ_ET);
 	INIT_HLIST_NODE(&k->fd.fnode);
 	if (file->f_op == &kevent_fops) {
@@ -300,7 +313,7 @@ static __poll_t kevent_fd_modify(struct kevent *k, int *err)
 		*err = -EBADF;
 		return 0;
 	}
-	WRITE_ONCE(k->fd.mask, kevent_fd_mask(k->uk.type, k->uk.event));
+	kevent_fd_set_mask(k);
 	k->level = !(k->uk.req_flags & KEVENT_REQ_ET);
 	/*
 	 * The new mask before the re-poll; pairs with the barrier of the

@@ -93,16 +93,15 @@ static __always_inline __poll_t kevent_fd_poll(struct kevent *k,
 	return rev & READ_ONCE(k->fd.mask);
 }
 
-/* The file's readiness now, hooking nothing. */
+/*
+ * The file's readiness now, hooking nothing, through the kevent's own poll
+ * table (set with its mask on ADD and MODIFY, fd.c): a look at a queued
+ * kevent (two per HTTP keep-alive response) sets up no table.
+ */
 static __always_inline __poll_t kevent_fd_poll_now(struct kevent *k,
 						   int depth)
 {
-	/* Both fields set below: not zeroed first (once per delivery). */
-	poll_table pt __uninitialized;
-
-	init_poll_funcptr(&pt, NULL);
-	pt._key = READ_ONCE(k->fd.mask);
-	return kevent_fd_poll(k, &pt, depth);
+	return kevent_fd_poll(k, &k->fd.look, depth);
 }
 
 /* D10: whether the registered fd still names the registered file. */

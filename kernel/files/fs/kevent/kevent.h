@@ -124,6 +124,7 @@ struct kevent_fd {
 	struct file *file;		/* no reference: see fd.c */
 	int fd;
 	__poll_t mask;			/* EPOLL* bits that matter */
+	poll_table look;		/* a look's: @mask as its key */
 	struct hlist_node fnode;	/* on file->f_kevent, under f_lock */
 	struct kevent_pwq *pwq;		/* wait queue entries, under q->mtx */
 	struct kevent_queue *target;	/* the watched file is this queue */
