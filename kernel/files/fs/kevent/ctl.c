@@ -255,7 +255,11 @@ long kevent_ctl_entries(struct kevent_queue *q, unsigned int cmd,
 			unsigned int num, struct ukevent __user *arg)
 {
 	unsigned long i, back = 0;
-	struct ukevent e;
+	/*
+	 * Each entry is read whole before any use, and a failed read ends
+	 * the loop: the 40 bytes are not zeroed first.
+	 */
+	struct ukevent e __uninitialized;
 	long ret = 0;
 
 	if (cmd > KEVENT_CTL_READY)
