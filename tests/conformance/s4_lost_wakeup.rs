@@ -143,4 +143,35 @@ backend_test! {
         assert_eq!(marks(&first) + marks(&later), 1, "{first:?} then {later:?}");
         drop(a);
     }
+
+    /// Two waiters: T1 (`min_nr = 2`) delivers an edge-triggered socket and sleeps on; T2
+    /// (`min_nr = 1`) sleeps with nothing ready; then new data arrives (a new edge). T1 may not
+    /// deliver the socket twice in one call, so T2 must be woken and return with it, whether
+    /// T1 sleeps on (the kernel) or returns at the edge with what it has (P18, the fallback).
+    /// Without the wake-up T2 would sleep to its 30 s timeout with an event queued.
+    fn s4_edge_kevent_that_fires_again_while_a_waiter_holds_it_wakes_another_waiter(b) {
+        let q = Arc::new(Queue::new(b));
+        let (a, peer) = socketpair();
+        let edge = on_fd(KEVENT_SOCKET, a.as_raw_fd(), KEVENT_SOCKET_RECV, KEVENT_REQ_ET);
+        q.add_ok(&[edge, user(1, 0)]);
+        assert_eq!(write_fd(peer.as_raw_fd(), b"x"), 1);
+        let (t1, tid1) = waiter(&q, 2);
+        until_asleep(&[tid1]);
+        let (t2, tid2) = waiter(&q, 1);
+        until_asleep(&[tid1, tid2]);
+        assert_eq!(write_fd(peer.as_raw_fd(), b"y"), 1);
+        let second = bounded(PROMPT, "the min_nr = 1 waiter after a new edge", move || {
+            t2.join().unwrap()
+        });
+        expect_events(&second, &[Want::of(&edge)]);
+        q.ready_ids(&[1]);
+        let first = bounded(PROMPT, "the min_nr = 2 waiter", move || t1.join().unwrap());
+        let later = q.get_events(1, 16, &ms(0), 0).expect("get_events");
+        let socket = |v: &[ukevent]| v.iter().filter(|e| e.type_ == KEVENT_SOCKET).count();
+        let marks = |v: &[ukevent]| v.iter().filter(|e| e.type_ == KEVENT_UNOTIFY).count();
+        assert_eq!(socket(&first), 1, "the first wait delivers the socket once: {first:?}");
+        assert_eq!(socket(&later), 0, "an edge reported twice: {second:?}, then {later:?}");
+        assert_eq!(marks(&first) + marks(&later), 1, "{first:?} then {later:?}");
+        drop(a);
+    }
 }
