@@ -18,8 +18,13 @@ const LONG: libc::timespec = ms(30_000);
 /// How long the second waiter may take to return with the ready event.
 const PROMPT: Duration = Duration::from_secs(5);
 
-fn recv(fd: &OwnedFd) -> ukevent {
-    on_fd(KEVENT_SOCKET, fd.as_raw_fd(), KEVENT_SOCKET_RECV, 0)
+fn recv(fd: &OwnedFd, req_flags: u32) -> ukevent {
+    on_fd(KEVENT_SOCKET, fd.as_raw_fd(), KEVENT_SOCKET_RECV, req_flags)
+}
+
+/// How many of `got` are of `type_`.
+fn of_type(got: &[ukevent], type_: u32) -> usize {
+    got.iter().filter(|e| e.type_ == type_).count()
 }
 
 /// A waiter on its own thread: `get_events(min_nr, 16, LONG)`; returns its kernel id once it
@@ -34,22 +39,22 @@ fn waiter(q: &Arc<Queue>, min_nr: u32) -> (JoinHandle<Vec<ukevent>>, libc::pid_t
     (h, rx.recv().unwrap())
 }
 
-/// The common start: a queue with a level socket (ready) and UNOTIFY 1, and T1 (`min_nr =
-/// 2`) asleep after delivering the socket.
+/// The common start: a queue with a socket (ready; level, or edge-triggered with `REQ_ET` in
+/// `req_flags`) and UNOTIFY 1, and T1 (`min_nr = 2`) asleep after delivering the socket.
 struct Held {
     q: Arc<Queue>,
     a: OwnedFd,
     peer: OwnedFd,
-    level: ukevent,
+    socket: ukevent,
     t1: JoinHandle<Vec<ukevent>>,
     tid1: libc::pid_t,
 }
 
-fn held(b: Backend) -> Held {
+fn held(b: Backend, req_flags: u32) -> Held {
     let q = Arc::new(Queue::new(b));
     let (a, peer) = socketpair();
-    let level = recv(&a);
-    q.add_ok(&[level, user(1, 0)]);
+    let socket = recv(&a, req_flags);
+    q.add_ok(&[socket, user(1, 0)]);
     assert_eq!(write_fd(peer.as_raw_fd(), b"x"), 1);
     let (t1, tid1) = waiter(&q, 2);
     until_asleep(&[tid1]);
@@ -57,7 +62,7 @@ fn held(b: Backend) -> Held {
         q,
         a,
         peer,
-        level,
+        socket,
         t1,
         tid1,
     }
@@ -76,12 +81,31 @@ fn finish_first(q: &Queue, t1: JoinHandle<Vec<ukevent>>, level: &ukevent) {
     expect_events(&got, &[Want::of(level), Want::new(KEVENT_UNOTIFY, 1)]);
 }
 
+/// What an edge test's first waiter (`first`) and a wait after it (`later`) got: the socket
+/// once in the first (at most once per wait), `later_sockets` times in the later one, and
+/// UNOTIFY 1's READY mark once in all.
+#[track_caller]
+fn expect_edge_waits(first: &[ukevent], later: &[ukevent], later_sockets: usize, why: &str) {
+    assert_eq!(
+        of_type(first, KEVENT_SOCKET),
+        1,
+        "the first wait: {first:?}"
+    );
+    assert_eq!(
+        of_type(later, KEVENT_SOCKET),
+        later_sockets,
+        "{why}: {later:?}"
+    );
+    let marks = of_type(first, KEVENT_UNOTIFY) + of_type(later, KEVENT_UNOTIFY);
+    assert_eq!(marks, 1, "{first:?} then {later:?}");
+}
+
 backend_test! {
     /// T1 (`min_nr = 2`) delivers a ready level socket and sleeps on for a second event; T2
     /// (`min_nr = 1`), started afterwards, must return with the socket at once. T1, whose
     /// socket stays ready, sleeps on (it neither takes the socket again nor spins on it).
     fn s4_level_kevent_held_by_a_sleeping_waiter_reaches_another_waiter(b) {
-        let Held { q, a: _a, peer: _peer, level, t1, tid1 } = held(b);
+        let Held { q, a: _a, peer: _peer, socket: level, t1, tid1 } = held(b, 0);
         let (t2, _) = waiter(&q, 1);
         let got = bounded(PROMPT, "the min_nr = 1 waiter with a level socket ready", move || {
             t2.join().unwrap()
@@ -96,7 +120,7 @@ backend_test! {
     /// (`min_nr = 1`) goes to sleep with nothing ready; then the socket becomes readable
     /// again. T1 may not take it twice in one call, so T2 must be woken and return with it.
     fn s4_level_kevent_ready_again_while_a_waiter_holds_it_wakes_another_waiter(b) {
-        let Held { q, a, peer, level, t1, tid1 } = held(b);
+        let Held { q, a, peer, socket: level, t1, tid1 } = held(b, 0);
         assert_eq!(drain(a.as_raw_fd()), 1);
         let (t2, tid2) = waiter(&q, 1);
         until_asleep(&[tid1, tid2]);
@@ -111,7 +135,7 @@ backend_test! {
     /// While T1 (`min_nr = 2`) sleeps holding a ready level socket it has delivered, the queue
     /// fd polls readable (a poller of the queue, e.g. an epoll holding it, must see it).
     fn s4_queue_fd_readable_while_a_sleeping_waiter_holds_a_level_kevent(b) {
-        let Held { q, a: _a, peer: _peer, level, t1, .. } = held(b);
+        let Held { q, a: _a, peer: _peer, socket: level, t1, .. } = held(b, 0);
         assert_ne!(
             poll_now(q.fd, libc::POLLIN) & libc::POLLIN,
             0,
@@ -125,23 +149,12 @@ backend_test! {
     /// fallback dropped it until session 10, P18). T1 may return at the new edge with what
     /// it has (P18, the fallback) or sleep on to its second event (the kernel).
     fn s4_edge_kevent_that_fires_again_during_the_wait_that_delivered_it_stays_queued(b) {
-        let q = Arc::new(Queue::new(b));
-        let (a, peer) = socketpair();
-        let edge = on_fd(KEVENT_SOCKET, a.as_raw_fd(), KEVENT_SOCKET_RECV, KEVENT_REQ_ET);
-        q.add_ok(&[edge, user(1, 0)]);
-        assert_eq!(write_fd(peer.as_raw_fd(), b"x"), 1);
-        let (t1, tid1) = waiter(&q, 2);
-        until_asleep(&[tid1]);
+        let Held { q, a: _a, peer, t1, .. } = held(b, KEVENT_REQ_ET);
         assert_eq!(write_fd(peer.as_raw_fd(), b"y"), 1);
         q.ready_ids(&[1]);
         let first = bounded(PROMPT, "the min_nr = 2 waiter", move || t1.join().unwrap());
         let later = q.get_events(1, 16, &ms(0), 0).expect("get_events");
-        let socket = |v: &[ukevent]| v.iter().filter(|e| e.type_ == KEVENT_SOCKET).count();
-        let marks = |v: &[ukevent]| v.iter().filter(|e| e.type_ == KEVENT_UNOTIFY).count();
-        assert_eq!(socket(&first), 1, "the first wait delivers the socket once: {first:?}");
-        assert_eq!(socket(&later), 1, "the edge during the first wait was lost: {later:?}");
-        assert_eq!(marks(&first) + marks(&later), 1, "{first:?} then {later:?}");
-        drop(a);
+        expect_edge_waits(&first, &later, 1, "the edge during the first wait was lost");
     }
 
     /// Two waiters: T1 (`min_nr = 2`) delivers an edge-triggered socket and sleeps on; T2
@@ -150,13 +163,7 @@ backend_test! {
     /// T1 sleeps on (the kernel) or returns at the edge with what it has (P18, the fallback).
     /// Without the wake-up T2 would sleep to its 30 s timeout with an event queued.
     fn s4_edge_kevent_that_fires_again_while_a_waiter_holds_it_wakes_another_waiter(b) {
-        let q = Arc::new(Queue::new(b));
-        let (a, peer) = socketpair();
-        let edge = on_fd(KEVENT_SOCKET, a.as_raw_fd(), KEVENT_SOCKET_RECV, KEVENT_REQ_ET);
-        q.add_ok(&[edge, user(1, 0)]);
-        assert_eq!(write_fd(peer.as_raw_fd(), b"x"), 1);
-        let (t1, tid1) = waiter(&q, 2);
-        until_asleep(&[tid1]);
+        let Held { q, a: _a, peer, socket: edge, t1, tid1 } = held(b, KEVENT_REQ_ET);
         let (t2, tid2) = waiter(&q, 1);
         until_asleep(&[tid1, tid2]);
         assert_eq!(write_fd(peer.as_raw_fd(), b"y"), 1);
@@ -167,11 +174,6 @@ backend_test! {
         q.ready_ids(&[1]);
         let first = bounded(PROMPT, "the min_nr = 2 waiter", move || t1.join().unwrap());
         let later = q.get_events(1, 16, &ms(0), 0).expect("get_events");
-        let socket = |v: &[ukevent]| v.iter().filter(|e| e.type_ == KEVENT_SOCKET).count();
-        let marks = |v: &[ukevent]| v.iter().filter(|e| e.type_ == KEVENT_UNOTIFY).count();
-        assert_eq!(socket(&first), 1, "the first wait delivers the socket once: {first:?}");
-        assert_eq!(socket(&later), 0, "an edge reported twice: {second:?}, then {later:?}");
-        assert_eq!(marks(&first) + marks(&later), 1, "{first:?} then {later:?}");
-        drop(a);
+        expect_edge_waits(&first, &later, 0, "an edge T2 got was reported again");
     }
 }
