@@ -161,7 +161,9 @@ backend_test! {
     /// (`min_nr = 1`) sleeps with nothing ready; then new data arrives (a new edge). T1 may not
     /// deliver the socket twice in one call, so T2 must be woken and return with it, whether
     /// T1 sleeps on (the kernel) or returns at the edge with what it has (P18, the fallback).
-    /// Without the wake-up T2 would sleep to its 30 s timeout with an event queued.
+    /// Without the wake-up T2 would sleep to its 30 s timeout with an event queued. Natively
+    /// this is the one test that fails when a sleeping call does not count the edge kevent it
+    /// delivered as its own (`kevent_own()` made a no-op: T1 takes the wake-up and sleeps on).
     fn s4_edge_kevent_that_fires_again_while_a_waiter_holds_it_wakes_another_waiter(b) {
         let Held { q, a: _a, peer, socket: edge, t1, tid1 } = held(b, KEVENT_REQ_ET);
         let (t2, tid2) = waiter(&q, 1);
