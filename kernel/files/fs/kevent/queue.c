@@ -1174,7 +1174,6 @@ kevent_take(struct kevent_queue *q, struct kevent_sink *s,
  * left every stamp as it was). Context: q->lock held.
  */
 static __always_inline void kevent_settle(struct kevent_queue *q,
-					  struct kevent_sink *s,
 					  struct kevent *idle,
 					  const bool owners)
 {
@@ -1279,9 +1278,9 @@ static __always_inline int kevent_scan(struct kevent_queue *q,
 		}
 		if (idle) {
 			if (owners)
-				kevent_settle(q, s, idle, true);
+				kevent_settle(q, idle, true);
 			else
-				kevent_settle(q, s, idle, false);
+				kevent_settle(q, idle, false);
 		}
 		if (err < 0) {
 			LIST_HEAD(back);
